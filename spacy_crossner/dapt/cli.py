@@ -1,0 +1,116 @@
+"""The ``dapt`` and ``select-corpus`` commands of ``python -m spacy_crossner``.
+
+Single process (CPU or one GPU)::
+
+    python -m spacy_crossner dapt corpus.txt models/politics_dapt --masking span
+
+Several processes (GPUs, or CPU processes with the gloo backend), one machine::
+
+    torchrun --nproc_per_node 2 -m spacy_crossner dapt corpus.txt models/politics_dapt
+    accelerate launch --num_processes 2 -m spacy_crossner dapt corpus.txt models/politics_dapt
+
+Several machines: ``torchrun --nnodes N --node_rank R --master_addr HOST --master_port PORT
+--nproc_per_node G -m spacy_crossner dapt ...`` on each (or ``accelerate launch`` with a config
+made by ``accelerate config``). ``--batch-size`` is per process: the effective batch is
+batch size x processes x accumulation steps.
+"""
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..cli import app, fail
+from .corpus import DEFAULT_MAX_LINE_CHARS, DaptInputError
+
+
+@app.command("dapt")
+def dapt_command(
+    corpus: Path = typer.Argument(..., help="Raw text (UTF-8), one sentence or paragraph per line."),
+    output_dir: Path = typer.Argument(
+        ..., help="Output directory: model + tokenizer, usable as a spacy-transformers 'name'."
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m", help="Start model: local directory or hub name. Default: the bundled MiniLM."
+    ),
+    masking: str = typer.Option("span", "--masking", help="'span' (CrossNER span-level) or 'token' (BERT)."),
+    probability: float = typer.Option(0.2, "--probability", "-p", help="Masking rate (CrossNER: 0.2)."),
+    epochs: float = typer.Option(15.0, "--epochs", help="Training epochs (CrossNER: 15)."),
+    max_steps: int = typer.Option(-1, "--max-steps", help="Total optimiser steps; overrides --epochs when > 0."),
+    batch_size: int = typer.Option(8, "--batch-size", "-b", help="Blocks per process and step (CrossNER: 8)."),
+    learning_rate: float = typer.Option(5e-5, "--learning-rate", "--lr", help="Peak AdamW learning rate, linear decay."),
+    seed: int = typer.Option(42, "--seed", help="Random seed (head init, shuffling, masking)."),
+    max_length: int = typer.Option(512, "--max-length", help="Block length in word pieces, [CLS]/[SEP] included."),
+    held_out: float = typer.Option(0.05, "--held-out", help="Fraction of lines (the last) kept for the held-out loss."),
+    max_held_out_blocks: int = typer.Option(100, "--max-held-out-blocks", help="Cap on held-out blocks."),
+    save_steps: int = typer.Option(10_000, "--save-steps", help="Save a checkpoint every N steps."),
+    logging_steps: int = typer.Option(100, "--logging-steps", help="Log the training loss every N steps."),
+    gradient_accumulation_steps: int = typer.Option(1, "--grad-accum", help="Steps accumulated per update."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    max_line_chars: int = typer.Option(
+        DEFAULT_MAX_LINE_CHARS, "--max-line-chars", help="Longest corpus line accepted, in characters."
+    ),
+) -> None:
+    """Domain-adaptive pre-training: continue masked-LM training of an encoder on raw text.
+
+    Runs on CPU, one GPU, or several processes through torchrun / accelerate launch (see
+    ``python -m spacy_crossner dapt --help`` and the module docstring of spacy_crossner.dapt.cli).
+    """
+    from .train import format_summary, run_dapt
+
+    try:
+        summary = run_dapt(
+            corpus=corpus, output_dir=output_dir, model=model, masking=masking,
+            probability=probability, epochs=epochs, max_steps=max_steps, batch_size=batch_size,
+            learning_rate=learning_rate, seed=seed, max_length=max_length, held_out=held_out,
+            max_held_out_blocks=max_held_out_blocks, save_steps=save_steps,
+            logging_steps=logging_steps, gradient_accumulation_steps=gradient_accumulation_steps,
+            resume=resume, progress=progress, max_line_chars=max_line_chars,
+        )
+    except DaptInputError as err:
+        fail(str(err))
+    if _is_main_process():
+        typer.echo(format_summary(summary))
+
+
+def _is_main_process() -> bool:
+    import os
+
+    return os.environ.get("RANK", "0") == "0"
+
+
+@app.command("select-corpus")
+def select_corpus_command(
+    corpus: Path = typer.Argument(..., help="Raw domain text (UTF-8), one paragraph or sentence per line."),
+    output_dir: Path = typer.Argument(..., help="Where domain/entity/task/integrated .txt are written."),
+    entities: List[Path] = typer.Option(
+        ..., "--entities", "-e",
+        help="Entity list: 'surface' or 'surface<TAB>type,...' per line (untyped: the file stem). Repeatable.",
+    ),
+    task_types: Optional[str] = typer.Option(
+        None, "--task-types", "-t", help="Comma-separated domain-specialised types for the task level (default: all)."
+    ),
+    min_entities: int = typer.Option(2, "--min-entities", help="Mentions a sentence needs for the entity level."),
+    split: bool = typer.Option(True, "--split/--no-split", help="Split lines into sentences (else line = sentence)."),
+    ignore_case: bool = typer.Option(False, "--ignore-case", help="Match entities case-insensitively."),
+    max_line_chars: int = typer.Option(
+        DEFAULT_MAX_LINE_CHARS, "--max-line-chars", help="Longest corpus line accepted, in characters."
+    ),
+) -> None:
+    """Build CrossNER's domain-, entity-, task-level and integrated DAPT corpora.
+
+    Sentences are de-duplicated; entity mentions are leftmost-longest gazetteer matches on word
+    boundaries (rule in the docstring of spacy_crossner.dapt.corpus). Counts are printed.
+    """
+    from .corpus import format_selection, select_corpus
+
+    types = [t for t in task_types.split(",") if t.strip()] if task_types is not None else None
+    try:
+        summary = select_corpus(
+            corpus=corpus, entities=entities, output_dir=output_dir, task_types=types,
+            min_entities=min_entities, split=split, ignore_case=ignore_case,
+            max_line_chars=max_line_chars,
+        )
+    except DaptInputError as err:
+        fail(str(err))
+    typer.echo(format_selection(summary))

@@ -1,0 +1,446 @@
+"""Domain-adaptive pre-training (DAPT): continue masked-LM training of an encoder on raw text.
+
+The run follows CrossNER's ``run_language_modeling.py`` (spec ``dapt.md`` 2-3) on top of the
+Hugging Face ``Trainer``, so one code path serves CPU, one GPU and ``torchrun`` /
+``accelerate launch`` with several processes:
+
+- the corpus is tokenised line by line without special tokens, the pieces are concatenated and cut
+  into blocks of ``max_length - 2`` pieces, each wrapped in [CLS] ... [SEP]; the last partial
+  training block is dropped (as ``TextDataset``); line boundaries are otherwise ignored;
+- the last ``held_out`` fraction of the lines (at least one line) is kept out of training; its
+  blocks (the partial one included, at most ``max_held_out_blocks``) are masked once with the
+  seed, and the masked-LM loss on them is measured before and after training;
+- masking is ours (``masking.py``): "span" (CrossNER span-level) or "token" (BERT), p = 0.2;
+- AdamW, linear decay to 0, no warm-up, no weight decay, gradient clipping 1.0, seed 42 (defaults);
+- the output directory receives the model (``save_pretrained``), its tokenizer and
+  ``dapt_summary.json``; checkpoints go to ``<output_dir>/checkpoints`` for ``resume``.
+
+The output directory can be given as ``name`` of ``spacy-transformers.TransformerModel.v3``: the
+masked-LM head is ignored there.
+"""
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy
+import torch
+from transformers import TrainerCallback
+
+from .corpus import DEFAULT_MAX_LINE_CHARS, DaptInputError, iter_lines
+from .masking import MASKING_SCHEMES, MaskedLMCollator, PaddingCollator, mask_tokens
+
+SUMMARY_FILE = "dapt_summary.json"
+CHECKPOINT_DIR = "checkpoints"
+_TOKENIZE_BATCH = 1000
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DaptSummary:
+    """What a DAPT run did, written to ``<output_dir>/dapt_summary.json``.
+
+    tokens_seen counts the word pieces fed to the model in training over all processes ([CLS] and
+    [SEP] included; training blocks are never padded). The losses are the mean masked-LM loss
+    over the batches of the held-out slice, masked once with the seed.
+    """
+
+    model: str
+    output_dir: str
+    masking: str
+    probability: float
+    max_length: int
+    seed: int
+    world_size: int
+    train_blocks: int
+    held_out_blocks: int
+    steps: int
+    epochs: float
+    tokens_seen: int
+    train_seconds: float
+    tokens_per_second: float
+    loss_before: float
+    loss_after: float
+    resumed_from: Optional[str] = None
+    newly_initialised: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def format_summary(summary: DaptSummary) -> str:
+    """A short report for people."""
+    lines = [
+        f"DAPT of {summary.model} -> {summary.output_dir}",
+        f"  masking {summary.masking} (p={summary.probability}), blocks of {summary.max_length} "
+        f"pieces, {summary.world_size} process(es), seed {summary.seed}",
+        f"  {summary.steps:,} steps ({summary.epochs:.2f} epochs) on {summary.train_blocks:,} "
+        f"blocks; tokens seen: {summary.tokens_seen:,} "
+        f"({summary.tokens_per_second:,.0f} tokens/s over {summary.train_seconds:.1f} s)",
+        f"  held-out masked-LM loss ({summary.held_out_blocks} blocks): "
+        f"before {summary.loss_before:.4f}, after {summary.loss_after:.4f}",
+    ]
+    if summary.resumed_from:
+        lines.append(f"  resumed from {summary.resumed_from}")
+    if summary.newly_initialised:
+        lines.append(
+            "  warning: the start model had no weights for "
+            f"{', '.join(summary.newly_initialised)}: they were freshly initialised (e.g. a "
+            "sentence-transformers export has no masked-LM head), so the loss before is that "
+            "of a random head."
+        )
+    return "\n".join(lines)
+
+
+def default_model() -> str:
+    """The bundled MiniLM directory (offline)."""
+    from ..misc import bundled_transformer
+
+    return bundled_transformer()
+
+
+def load_tokenizer(model: str):
+    """The tokenizer of a model directory or hub name, with a clear error when there is none.
+
+    model (str): a local directory or a Hugging Face hub name (cached, when offline).
+    Raises DaptInputError when no usable tokenizer can be loaded.
+    """
+    from transformers import AutoTokenizer
+
+    path = Path(model)
+    if (path.is_absolute() or str(model).startswith(".")) and not path.exists():
+        raise DaptInputError(f"Model directory not found: {model}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model)
+    except Exception as err:  # transformers raises OSError, ValueError, TypeError, KeyError...
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DaptInputError(
+            f"Cannot load a tokenizer from '{model}': {reason}. A model directory needs its "
+            "tokenizer files (e.g. tokenizer.json or vocab.txt, tokenizer_config.json); save them "
+            "with tokenizer.save_pretrained(dir)."
+        ) from None
+    if getattr(tokenizer, "mask_token_id", None) is None:
+        raise DaptInputError(f"The tokenizer of '{model}' has no mask token: it cannot do masked-LM")
+    if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+        raise DaptInputError(f"The tokenizer of '{model}' lacks [CLS]/[SEP]-style tokens")
+    return tokenizer
+
+
+def load_model(model: str):
+    """A masked-LM model and the names of the weights that were freshly initialised."""
+    from transformers import AutoModelForMaskedLM
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    # The "newly initialized" warning is reported in our summary instead, in plainer words.
+    hf_logging.set_verbosity_error()
+    try:
+        mlm, info = AutoModelForMaskedLM.from_pretrained(model, output_loading_info=True)
+    except Exception as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DaptInputError(f"Cannot load a masked-LM model from '{model}': {reason}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys", []))
+    return mlm, missing
+
+
+def read_corpus_lines(corpus: Union[str, Path], *, max_line_chars: int = DEFAULT_MAX_LINE_CHARS) -> List[str]:
+    """The non-blank lines of a UTF-8 corpus; DaptInputError when it is empty or unreadable."""
+    lines = [line.strip() for line in iter_lines(corpus, max_line_chars=max_line_chars)]
+    lines = [line for line in lines if line]
+    if not lines:
+        raise DaptInputError(f"The corpus {corpus} is empty (no non-blank line)")
+    return lines
+
+
+def tokenize_lines(lines: Sequence[str], tokenizer) -> numpy.ndarray:
+    """All word pieces of the lines, concatenated, without special tokens (int64 array)."""
+    parts = []
+    for start in range(0, len(lines), _TOKENIZE_BATCH):
+        encoded = tokenizer(
+            list(lines[start : start + _TOKENIZE_BATCH]),
+            add_special_tokens=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            verbose=False,
+        )["input_ids"]
+        parts.extend(numpy.asarray(ids, dtype=numpy.int64) for ids in encoded)
+    return numpy.concatenate(parts) if parts else numpy.zeros(0, dtype=numpy.int64)
+
+
+def make_blocks(pieces: numpy.ndarray, *, block_pieces: int, keep_remainder: bool) -> List[numpy.ndarray]:
+    """Consecutive blocks of ``block_pieces`` pieces; the last partial one only if asked."""
+    n_full = len(pieces) // block_pieces
+    blocks = [pieces[i * block_pieces : (i + 1) * block_pieces] for i in range(n_full)]
+    if keep_remainder and len(pieces) > n_full * block_pieces:
+        blocks.append(pieces[n_full * block_pieces :])
+    return blocks
+
+
+class BlockDataset(torch.utils.data.Dataset):
+    """Blocks of piece ids, each returned with [CLS] and [SEP] around it."""
+
+    def __init__(self, blocks: Sequence[numpy.ndarray], cls_id: int, sep_id: int) -> None:
+        self.blocks = list(blocks)
+        self.cls_id = cls_id
+        self.sep_id = sep_id
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __getitem__(self, index: int) -> Dict[str, List[int]]:
+        return {"input_ids": [self.cls_id] + self.blocks[index].tolist() + [self.sep_id]}
+
+
+class MaskedDataset(torch.utils.data.Dataset):
+    """Features masked once (held-out slice), so every evaluation sees the same inputs."""
+
+    def __init__(self, features: List[Dict[str, List[int]]]) -> None:
+        self.features = features
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, index: int) -> Dict[str, List[int]]:
+        return self.features[index]
+
+
+def mask_held_out(dataset: BlockDataset, tokenizer, *, probability: float, scheme: str, seed: int):
+    """Mask every held-out block once with a generator of its own, seeded."""
+    generator = torch.Generator().manual_seed(seed)
+    special = set(tokenizer.all_special_ids)
+    features = []
+    for i in range(len(dataset)):
+        ids = torch.tensor([dataset[i]["input_ids"]])
+        protected = torch.tensor([[t in special for t in ids[0].tolist()]])
+        inputs, labels = mask_tokens(
+            ids,
+            special_tokens_mask=protected,
+            mask_token_id=tokenizer.mask_token_id,
+            vocab_size=len(tokenizer),
+            probability=probability,
+            scheme=scheme,
+            generator=generator,
+        )
+        if (labels != -100).any():
+            features.append({"input_ids": inputs[0].tolist(), "labels": labels[0].tolist()})
+    return MaskedDataset(features)
+
+
+def run_dapt(
+    *,
+    corpus: Union[str, Path],
+    output_dir: Union[str, Path],
+    model: Optional[str] = None,
+    masking: str = "span",
+    probability: float = 0.2,
+    epochs: float = 15.0,
+    max_steps: int = -1,
+    batch_size: int = 8,
+    learning_rate: float = 5e-5,
+    seed: int = 42,
+    max_length: int = 512,
+    held_out: float = 0.05,
+    max_held_out_blocks: int = 100,
+    save_steps: int = 10_000,
+    save_total_limit: Optional[int] = 2,
+    logging_steps: int = 100,
+    gradient_accumulation_steps: int = 1,
+    resume: bool = False,
+    progress: bool = True,
+    max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+) -> DaptSummary:
+    """Continue masked-LM training of an encoder on a raw-text corpus and save it.
+
+    corpus (Union[str, Path]): UTF-8 raw text, one sentence or paragraph per line.
+    output_dir (Union[str, Path]): receives model, tokenizer and ``dapt_summary.json``; usable as
+        a spacy-transformers ``name``. Checkpoints go to ``<output_dir>/checkpoints``.
+    model (Optional[str]): start model, a local directory or hub name; None = bundled MiniLM.
+    masking (str): "span" (CrossNER span-level) or "token" (BERT token-level).
+    probability (float): masking rate p (CrossNER: 0.2).
+    epochs (float): training epochs (CrossNER: 15). Ignored when ``max_steps`` > 0.
+    max_steps (int): optimiser steps to run in total; -1 = from epochs.
+    batch_size (int): blocks per device and step (CrossNER: 8).
+    learning_rate (float): peak AdamW learning rate, decayed linearly to 0 (CrossNER: 5e-5).
+    seed (int): seeds model head initialisation, shuffling, masking and the held-out masks.
+    max_length (int): block length in word pieces, [CLS] and [SEP] included (CrossNER: 512).
+    held_out (float): fraction of the corpus lines (the last ones) kept for the held-out loss.
+    max_held_out_blocks (int): cap on held-out blocks, to keep evaluation cheap.
+    save_steps (int): save a checkpoint every this many steps.
+    save_total_limit (Optional[int]): checkpoints kept (None = all).
+    logging_steps (int): log the training loss every this many steps.
+    gradient_accumulation_steps (int): steps accumulated per optimiser update.
+    resume (bool): continue from the last checkpoint in ``<output_dir>/checkpoints``.
+    progress (bool): show the progress bar.
+    max_line_chars (int): the longest corpus line accepted.
+    RETURNS (DaptSummary): tokens seen, held-out loss before/after, timing.
+    Raises DaptInputError for user errors (bad corpus, model without tokenizer, ...).
+    """
+    from transformers import Trainer, TrainingArguments, set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if masking not in MASKING_SCHEMES:
+        raise DaptInputError(f"Unknown masking '{masking}': use one of {', '.join(MASKING_SCHEMES)}")
+    if not 0.0 < probability < 1.0:
+        raise DaptInputError(f"The masking probability must be in (0, 1), got {probability}")
+    if not 0.0 < held_out < 1.0:
+        raise DaptInputError(f"held_out must be a fraction in (0, 1), got {held_out}")
+    if max_length < 8:
+        raise DaptInputError(f"max_length must be at least 8 word pieces, got {max_length}")
+    for name, value in (("batch_size", batch_size), ("max_held_out_blocks", max_held_out_blocks),
+                        ("save_steps", save_steps), ("logging_steps", logging_steps),
+                        ("gradient_accumulation_steps", gradient_accumulation_steps)):
+        if value < 1:
+            raise DaptInputError(f"{name} must be at least 1, got {value}")
+    if max_steps <= 0 and epochs <= 0:
+        raise DaptInputError("Give a positive number of epochs or max_steps")
+    model = model or default_model()
+    output_dir = Path(output_dir)
+    checkpoint_dir = output_dir / CHECKPOINT_DIR
+    last_checkpoint = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
+    if resume and last_checkpoint is None:
+        raise DaptInputError(f"Cannot resume: no checkpoint in {checkpoint_dir}")
+    if not resume and last_checkpoint is not None:
+        raise DaptInputError(
+            f"{checkpoint_dir} holds checkpoints of an earlier run: pass --resume to continue it, "
+            "or choose another output directory"
+        )
+
+    tokenizer = load_tokenizer(model)
+    limit = min(
+        getattr(tokenizer, "model_max_length", max_length) or max_length, 1_000_000
+    )
+    if max_length > limit:
+        raise DaptInputError(f"max_length {max_length} exceeds the model's limit of {limit} pieces")
+    lines = read_corpus_lines(corpus, max_line_chars=max_line_chars)
+    if len(lines) < 2:
+        raise DaptInputError(
+            f"The corpus {corpus} has a single non-blank line: DAPT needs at least two lines "
+            "(training text and a held-out slice). Give one sentence or paragraph per line."
+        )
+    n_held = min(len(lines) - 1, max(1, math.ceil(held_out * len(lines))))
+    block_pieces = max_length - 2
+    train_blocks = make_blocks(
+        tokenize_lines(lines[:-n_held], tokenizer), block_pieces=block_pieces, keep_remainder=False
+    )
+    if not train_blocks:
+        raise DaptInputError(
+            f"The training part of {corpus} ({len(lines) - n_held} lines) is shorter than one block "
+            f"of {block_pieces} word pieces: give more text or a smaller max_length"
+        )
+    held_blocks = make_blocks(
+        tokenize_lines(lines[-n_held:], tokenizer), block_pieces=block_pieces, keep_remainder=True
+    )[:max_held_out_blocks]
+    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    train_set = BlockDataset(train_blocks, cls_id, sep_id)
+    held_set = mask_held_out(
+        BlockDataset(held_blocks, cls_id, sep_id), tokenizer,
+        probability=probability, scheme=masking, seed=seed,
+    )
+    if len(held_set) == 0:
+        raise DaptInputError(f"The held-out slice of {corpus} is too short to mask; raise held_out")
+
+    # Seed before loading: a missing masked-LM head is initialised from the global RNG.
+    set_seed(seed)
+    mlm, missing = load_model(model)
+    if max_length > getattr(mlm.config, "max_position_embeddings", max_length):
+        raise DaptInputError(
+            f"max_length {max_length} exceeds the model's {mlm.config.max_position_embeddings} positions"
+        )
+    args = TrainingArguments(
+        output_dir=str(checkpoint_dir),
+        num_train_epochs=epochs,
+        max_steps=max_steps if max_steps > 0 else -1,
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=batch_size,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        learning_rate=learning_rate,
+        weight_decay=0.0,
+        adam_epsilon=1e-8,
+        warmup_steps=0,
+        lr_scheduler_type="linear",
+        max_grad_norm=1.0,
+        seed=seed,
+        save_strategy="steps",
+        save_steps=save_steps,
+        save_total_limit=save_total_limit,
+        logging_steps=logging_steps,
+        report_to=[],
+        disable_tqdm=not progress,
+        include_num_input_tokens_seen=True,
+        remove_unused_columns=False,
+        prediction_loss_only=True,
+        dataloader_num_workers=0,
+    )
+    trainer = Trainer(
+        model=mlm,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=held_set,
+        data_collator=MaskedLMCollator(tokenizer, probability=probability, scheme=masking),
+        processing_class=tokenizer,
+    )
+    clock = _Clock()
+    trainer.add_callback(clock)
+    loss_before = _evaluate(trainer, held_set, tokenizer)
+    trainer.train(resume_from_checkpoint=last_checkpoint if resume else None)
+    train_seconds = clock.seconds
+    loss_after = _evaluate(trainer, held_set, tokenizer)
+    tokens_seen = int(trainer.state.num_input_tokens_seen)
+    summary = DaptSummary(
+        model=str(model),
+        output_dir=str(output_dir),
+        masking=masking,
+        probability=probability,
+        max_length=max_length,
+        seed=seed,
+        world_size=int(args.world_size),
+        train_blocks=len(train_set),
+        held_out_blocks=len(held_set),
+        steps=int(trainer.state.global_step),
+        epochs=float(trainer.state.epoch or 0.0),
+        tokens_seen=tokens_seen,
+        train_seconds=round(train_seconds, 3),
+        tokens_per_second=round((tokens_seen - clock.tokens_at_begin) / max(train_seconds, 1e-9), 1),
+        loss_before=float(loss_before),
+        loss_after=float(loss_after),
+        resumed_from=str(last_checkpoint) if resume else None,
+        newly_initialised=missing,
+    )
+    trainer.save_model(str(output_dir))
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(output_dir))
+        (output_dir / SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf8")
+    return summary
+
+
+class _Clock(TrainerCallback):
+    """Times the training loop itself and notes the tokens already seen when it starts (resume)."""
+
+    def __init__(self) -> None:
+        self.start = 0.0
+        self.seconds = 0.0
+        self.tokens_at_begin = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.tokens_at_begin = int(state.num_input_tokens_seen)
+        self.start = time.perf_counter()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.seconds = time.perf_counter() - self.start
+
+
+def _evaluate(trainer, dataset, tokenizer) -> float:
+    """Mean masked-LM loss on pre-masked features (the training collator would re-mask them)."""
+    collator = trainer.data_collator
+    trainer.data_collator = PaddingCollator(tokenizer.pad_token_id)
+    try:
+        metrics = trainer.evaluate(eval_dataset=dataset)
+    finally:
+        trainer.data_collator = collator
+    return float(metrics["eval_loss"])

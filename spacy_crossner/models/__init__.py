@@ -1,0 +1,3 @@
+"""Registered architectures of spacy_crossner (importing a module registers its functions)."""
+from . import embed, bilstm_crf, transformer_tagger  # noqa: F401
+from .base import TaggerOutput, setup_torch_layers  # noqa: F401

@@ -1,0 +1,72 @@
+"""Torch emitters of the baseline architectures.
+
+An emitter maps padded token features (B, T, nI) of docs from possibly different domains to
+(B, T, K_max) scores over each doc's own domain's tags, plus a dict of weighted auxiliary losses.
+"""
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .pytorch_heads import DomainHeads
+
+Losses = Dict[str, torch.Tensor]
+
+
+class LinearEmitter(nn.Module):
+    """Dropout and a linear map per domain (the BERT-tagger head)."""
+
+    def __init__(self, dropout: float) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.heads = DomainHeads()
+
+    def setup(self, n_in: int, domain_tags: Dict[str, Sequence[str]], build_config: Dict[str, Any]):
+        self.heads.setup(n_in, domain_tags)
+
+    def forward(
+        self, X: torch.Tensor, lengths: torch.Tensor, domains: List[str]
+    ) -> Tuple[torch.Tensor, Losses]:
+        # X: (B, T, nI) -> (B, T, K_max)
+        return self.heads(self.dropout(X), domains), {}
+
+
+class BiLSTMEmitter(nn.Module):
+    """A BiLSTM shared by all domains, then a linear map per domain (the multi-task baseline)."""
+
+    def __init__(self, hidden_size: int, depth: int, dropout: float) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.depth = depth
+        self.dropout_rate = dropout
+        self.dropout = nn.Dropout(dropout)
+        self.lstm: Optional[nn.LSTM] = None
+        self.heads = DomainHeads()
+
+    def setup(self, n_in: int, domain_tags: Dict[str, Sequence[str]], build_config: Dict[str, Any]):
+        if self.lstm is None:
+            self.lstm = nn.LSTM(
+                n_in,
+                self.hidden_size,
+                num_layers=self.depth,
+                bidirectional=True,
+                batch_first=True,
+                dropout=self.dropout_rate if self.depth > 1 else 0.0,
+            )
+        elif self.lstm.input_size != n_in:
+            raise ValueError(
+                f"The BiLSTM expects features of width {self.lstm.input_size}, got {n_in}: "
+                "the tok2vec of [components.crossner.model] changed width."
+            )
+        self.heads.setup(2 * self.hidden_size, domain_tags)
+
+    def forward(
+        self, X: torch.Tensor, lengths: torch.Tensor, domains: List[str]
+    ) -> Tuple[torch.Tensor, Losses]:
+        # X: (B, T, nI); lengths: (B,) on CPU, all > 0
+        packed = pack_padded_sequence(self.dropout(X), lengths, batch_first=True, enforce_sorted=False)
+        hidden, _ = self.lstm(packed)
+        # hidden: (B, T, 2 * hidden_size)
+        hidden, _ = pad_packed_sequence(hidden, batch_first=True, total_length=X.shape[1])
+        return self.heads(self.dropout(hidden), domains), {}
