@@ -53,8 +53,11 @@ def dapt_command(
 ) -> None:
     """Domain-adaptive pre-training: continue masked-LM training of an encoder on raw text.
 
-    Runs on CPU, one GPU, or several processes through torchrun / accelerate launch (see
-    ``python -m spacy_crossner dapt --help`` and the module docstring of spacy_crossner.dapt.cli).
+    One process (CPU or one GPU): python -m spacy_crossner dapt CORPUS OUTPUT_DIR.
+    Several processes (GPUs, or CPU with gloo): torchrun --nproc_per_node 2 -m spacy_crossner
+    dapt CORPUS OUTPUT_DIR, or accelerate launch --num_processes 2 -m spacy_crossner dapt CORPUS
+    OUTPUT_DIR. --batch-size is per process. Ends with a summary: tokens seen and the held-out
+    masked-LM loss before and after.
     """
     from .train import format_summary, run_dapt
 

@@ -376,6 +376,7 @@ def run_dapt(
         remove_unused_columns=False,
         prediction_loss_only=True,
         dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
     )
     trainer = Trainer(
         model=mlm,
