@@ -21,6 +21,7 @@ masked-LM head is ignored there.
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -377,6 +378,7 @@ def run_dapt(
         prediction_loss_only=True,
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
+        use_cpu=_cpu_only(),
     )
     trainer = Trainer(
         model=mlm,
@@ -418,6 +420,19 @@ def run_dapt(
         tokenizer.save_pretrained(str(output_dir))
         (output_dir / SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf8")
     return summary
+
+
+def _cpu_only() -> bool:
+    """True without a GPU: accelerate then sets up several processes as MULTI_CPU with gloo.
+
+    Without ``use_cpu``, processes started by torchrun on a machine without CUDA would each train
+    alone (accelerate only detects multi-process runs on an accelerator otherwise).
+    """
+    if torch.cuda.is_available():
+        return False
+    mps = getattr(torch.backends, "mps", None)
+    several = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return several or mps is None or not mps.is_available()
 
 
 class _Clock(TrainerCallback):

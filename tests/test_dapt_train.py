@@ -1,0 +1,207 @@
+"""A tiny DAPT run on the bundled MiniLM: loss, resume, spaCy loading, torchrun, bad input.
+
+Kept small for CPU: a few hundred short sentences, blocks of 32 pieces, a handful of steps.
+"""
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import json  # noqa: E402
+import random  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy  # noqa: E402
+import pytest  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from spacy_crossner.cli import app  # noqa: E402
+from spacy_crossner.dapt.corpus import DaptInputError  # noqa: E402
+from spacy_crossner.dapt.train import SUMMARY_FILE, run_dapt  # noqa: E402
+from spacy_crossner.misc import bundled_transformer  # noqa: E402
+
+MAX_LENGTH = 32
+TINY = dict(max_length=MAX_LENGTH, batch_size=8, learning_rate=5e-4, held_out=0.1, logging_steps=1,
+            progress=False, seed=7)
+
+
+def _sentences(n, seed=0):
+    rng = random.Random(seed)
+    subj = ["The senator", "The party", "Parliament", "The minister", "The president", "Labour",
+            "The committee", "The coalition", "The opposition leader", "The governor"]
+    verb = ["voted against", "proposed", "criticised", "supported", "debated", "rejected", "amended"]
+    obj = ["the budget bill", "the new election law", "a tax reform", "the health care act",
+           "the trade agreement", "the climate policy", "the referendum"]
+    tail = ["on Monday.", "in the capital.", "after a long debate.", "before the election.",
+            "with a narrow majority.", "despite protests."]
+    return [" ".join([rng.choice(subj), rng.choice(verb), rng.choice(obj), rng.choice(tail)]) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dapt_corpus") / "politics.txt"
+    path.write_text("\n".join(_sentences(300)) + "\n", encoding="utf8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def resumed_run(corpus, tmp_path_factory):
+    """3 steps with a checkpoint at step 3, then ``resume`` up to 6 steps."""
+    out = tmp_path_factory.mktemp("dapt_out") / "politics_dapt"
+    first = run_dapt(corpus=corpus, output_dir=out, max_steps=3, save_steps=3, **TINY)
+    second = run_dapt(corpus=corpus, output_dir=out, max_steps=6, save_steps=3, resume=True, **TINY)
+    return first, second, out
+
+
+def test_tiny_run_lowers_held_out_loss(resumed_run):
+    first, second, out = resumed_run
+    assert first.loss_after < first.loss_before
+    assert second.loss_after < second.loss_before
+    assert second.loss_before == pytest.approx(first.loss_before)  # both measured on the start model
+    # The bundled MiniLM is a sentence-transformers export: its masked-LM head is missing.
+    assert any(name.startswith("cls.predictions") for name in first.newly_initialised)
+    saved = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
+    assert saved["steps"] == 6 and saved["loss_after"] == pytest.approx(second.loss_after)
+
+
+def test_resume_continues_from_checkpoint(resumed_run):
+    first, second, _ = resumed_run
+    assert first.steps == 3 and first.resumed_from is None
+    assert second.resumed_from.endswith("checkpoint-3")
+    assert second.steps == 6
+    # Training blocks are never padded: every step sees batch x max_length pieces.
+    assert first.tokens_seen == 3 * 8 * MAX_LENGTH
+    assert second.tokens_seen == 6 * 8 * MAX_LENGTH
+    assert first.train_blocks == second.train_blocks > 0
+    assert second.world_size == 1
+
+
+def test_output_loads_offline_in_spacy(resumed_run):
+    import spacy
+
+    _, _, out = resumed_run
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt"):
+        assert (out / name).exists(), name
+
+    def encode(model_name):
+        nlp = spacy.blank("en")
+        nlp.add_pipe("transformer", config={"model": {
+            "@architectures": "spacy-transformers.TransformerModel.v3",
+            "name": str(model_name),
+            "tokenizer_config": {"use_fast": True},
+        }})
+        nlp.initialize()
+        doc = nlp("The senator criticised the budget bill in the capital.")
+        return doc._.trf_data.wordpieces.strings[0], doc._.trf_data.tensors[0]
+
+    pieces, adapted = encode(out)
+    assert pieces[0] == "[CLS]" and "senator" in pieces
+    assert adapted.shape == (1, len(pieces), 384)
+    _, original = encode(bundled_transformer())
+    # The pipeline uses the DAPT weights, not the start model's.
+    assert not numpy.allclose(adapted, original)
+
+
+def test_cli_token_masking(corpus, tmp_path):
+    out = tmp_path / "token_dapt"
+    result = CliRunner().invoke(app, [
+        "dapt", str(corpus), str(out), "--masking", "token", "--max-steps", "2", "--batch-size", "4",
+        "--max-length", str(MAX_LENGTH), "--lr", "5e-4", "--held-out", "0.1", "--no-progress",
+    ])
+    assert result.exit_code == 0, result.output
+    assert "tokens seen: 256" in result.output
+    assert "held-out masked-LM loss" in result.output and "freshly initialised" in result.output
+    summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
+    assert summary["masking"] == "token" and summary["loss_after"] < summary["loss_before"]
+
+
+def _write(path, content):
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf8")
+    return path
+
+
+def _model_without_tokenizer(tmp_path):
+    model = tmp_path / "no_tokenizer"
+    model.mkdir()
+    source = Path(bundled_transformer())
+    for name in ("config.json", "model.safetensors"):
+        os.symlink(source / name, model / name)
+    return model
+
+
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("empty", "is empty"),
+        ("one_huge_line", "longer than 100,000 characters"),
+        ("one_line", "single non-blank line"),
+        ("latin1", "not UTF-8"),
+        ("too_short", "shorter than one block"),
+        ("no_tokenizer", "Cannot load a tokenizer"),
+        ("missing_model", "Model directory not found"),
+        ("resume_nothing", "Cannot resume"),
+        ("bad_masking", "Unknown masking"),
+    ],
+)
+def test_bad_input_gives_one_clear_error(case, message, corpus, tmp_path):
+    args = ["dapt", str(corpus), str(tmp_path / "out"), "--max-steps", "1", "--no-progress",
+            "--max-length", str(MAX_LENGTH)]
+    if case == "empty":
+        args[1] = str(_write(tmp_path / "empty.txt", "\n \n\n"))
+    elif case == "one_huge_line":
+        args[1] = str(_write(tmp_path / "huge.txt", "lorem ipsum " * 20_000))
+    elif case == "one_line":
+        args[1] = str(_write(tmp_path / "one.txt", "Just one sentence here.\n"))
+    elif case == "latin1":
+        args[1] = str(_write(tmp_path / "latin1.txt", "Caf\u00e9 in M\u00fcnchen.\nZweite Zeile.\n".encode("latin1")))
+    elif case == "too_short":
+        args[1] = str(_write(tmp_path / "short.txt", "A b.\nC d.\nE f.\n"))
+    elif case == "no_tokenizer":
+        args += ["--model", str(_model_without_tokenizer(tmp_path))]
+    elif case == "missing_model":
+        args += ["--model", str(tmp_path / "nowhere")]
+    elif case == "resume_nothing":
+        args += ["--resume"]
+    elif case == "bad_masking":
+        args += ["--masking", "word"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert "Error:" in result.output and message in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not isinstance(result.exception, DaptInputError)
+
+
+def test_refuses_to_overwrite_checkpoints_without_resume(corpus, resumed_run):
+    _, _, out = resumed_run
+    with pytest.raises(DaptInputError, match="pass --resume"):
+        run_dapt(corpus=corpus, output_dir=out, max_steps=1, **TINY)
+
+
+def test_torchrun_two_cpu_processes(corpus, tmp_path):
+    """The distributed path (DDP over gloo) without a GPU: two processes share the batches."""
+    out = tmp_path / "ddp_dapt"
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    command = [
+        torchrun, "--standalone", "--nproc_per_node", "2", "-m", "spacy_crossner", "dapt",
+        str(corpus), str(out), "--max-steps", "2", "--batch-size", "4", "--max-length", str(MAX_LENGTH),
+        "--lr", "5e-4", "--held-out", "0.1", "--no-progress", "--seed", "7",
+    ]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("tokens seen:") == 1  # only rank 0 reports
+    summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
+    assert summary["world_size"] == 2
+    # 2 steps x 2 processes x 4 blocks x 32 pieces.
+    assert summary["tokens_seen"] == 2 * 2 * 4 * MAX_LENGTH
+    assert summary["loss_after"] < summary["loss_before"]
+    from transformers import AutoModel, AutoTokenizer
+
+    assert AutoModel.from_pretrained(str(out)).config.hidden_size == 384
+    assert AutoTokenizer.from_pretrained(str(out)).mask_token == "[MASK]"
