@@ -22,7 +22,7 @@ ENTRY_POINTS = {
         "spacy_crossner.entity_scorer.v1 = spacy_crossner.pipeline:make_entity_scorer",
     ],
     "spacy_misc": [
-        "spacy_crossner.bundled_transformer.v1 = spacy_crossner.misc:bundled_transformer",
+        "spacy_crossner.transformer_name.v1 = spacy_crossner.misc:transformer_name",
     ],
     "spacy_callbacks": [
         "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",

@@ -17,7 +17,7 @@ the same output are an error.
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Iterator, List, Optional, Sequence, Union
 
 import srsly
 import typer
@@ -46,6 +46,7 @@ DATA_SUFFIXES = frozenset(
 SPLIT_SUFFIXES = frozenset(".train .dev .test .eval".split())
 _SKIPPED_PREFIXES = ("readme", "license", "licence", "notice")
 RAW_FORMATS = ("txt", "spacy")
+PROGRESS_MIN_TOKENS = 50_000
 RAW_INPUT_FORMATS = ("auto", "columns", "text")
 
 
@@ -157,13 +158,19 @@ def output_name(input_path: Path) -> str:
     return input_path.stem + ".spacy"
 
 
-def sentence_to_doc(vocab: Vocab, sentence: Sentence, scheme: str = "IOB2") -> Doc:
-    """A Doc of one sentence with its entities (every other token O). Returns the Doc only;
-    use :func:`tags_to_spans` for the repairs."""
-    return _make_doc(vocab, [sentence], scheme)[0]
+def sentence_to_doc(
+    vocab: Vocab, sentence: Sentence, scheme: str = "IOB2", domain: Optional[str] = None
+) -> Doc:
+    """A Doc of one sentence with its entities (every other token O) and domain.
+    Use :func:`formats.tags_to_spans` for the repairs."""
+    doc = _make_doc(vocab, [sentence], scheme)[0]
+    set_domain(doc, domain)
+    return doc
 
 
-def _make_doc(vocab: Vocab, sentences: Sequence[Sentence], scheme: str):
+def _make_doc(
+    vocab: Vocab, sentences: Sequence[Sentence], scheme: str, mark_sents: bool = False
+):
     words: List[str] = []
     sent_starts: List[bool] = []
     spans = []
@@ -177,7 +184,7 @@ def _make_doc(vocab: Vocab, sentences: Sequence[Sentence], scheme: str):
         sent_starts.extend([True] + [False] * (len(sent.words) - 1))
     spaces = [True] * len(words)
     spaces[-1] = False
-    if len(sentences) > 1:
+    if mark_sents:
         doc = Doc(vocab, words=words, spaces=spaces, sent_starts=sent_starts)
     else:
         doc = Doc(vocab, words=words, spaces=spaces)
@@ -217,6 +224,63 @@ def _group_sentences(column_file: ColumnFile, by_document: bool) -> List[List[Se
     return groups
 
 
+def column_file_to_docs(
+    column_file: ColumnFile,
+    vocab: Vocab,
+    *,
+    domain: Optional[str],
+    by_document: bool = False,
+    summary: Optional[FileSummary] = None,
+) -> Iterator[Doc]:
+    """The Docs of a column file read with :func:`formats.read_column_file`.
+
+    column_file (ColumnFile): the sentences and the scheme.
+    vocab (Vocab): the vocab of the Docs.
+    domain (Optional[str]): the ``doc._.domain`` of every Doc.
+    by_document (bool): one Doc per document instead of one per sentence.
+    summary (Optional[FileSummary]): if given, docs, entities per label and repairs are added
+        to it as Docs are made.
+    YIELDS (Doc): Docs with words, single spaces, every token's entity annotation (O outside
+        entities) and, for documents, sentence starts.
+    """
+    for group in _group_sentences(column_file, by_document):
+        doc, spans, repairs = _make_doc(vocab, group, column_file.scheme, by_document)
+        set_domain(doc, domain)
+        if summary is not None:
+            summary.docs += 1
+            summary.entities.update(label for _, _, label in spans)
+            summary.repairs.update(repairs)
+        yield doc
+
+
+def _write_column_file(
+    column_file: ColumnFile,
+    output_path: Path,
+    *,
+    domain: str,
+    by_document: bool,
+    vocab: Vocab,
+    progress=None,
+) -> FileSummary:
+    summary = FileSummary(
+        column_file.path, output_path, domain, column_file.scheme, column_file.sep,
+        sentences=len(column_file.sentences), tokens=column_file.n_tokens,
+        documents=column_file.n_documents,
+    )
+    doc_bin = DocBin(store_user_data=True)
+    packed: dict = {}
+    docs = column_file_to_docs(
+        column_file, vocab, domain=domain, by_document=by_document, summary=summary
+    )
+    for doc in docs:
+        _add_doc(doc_bin, doc, packed)
+        if progress is not None:
+            progress.update(len(doc))
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    doc_bin.to_disk(output_path)
+    return summary
+
+
 def convert_file(
     input_path: Union[str, Path],
     output_path: Union[str, Path],
@@ -227,27 +291,16 @@ def convert_file(
     by_document: bool = False,
     vocab: Optional[Vocab] = None,
 ) -> FileSummary:
-    """Convert one column file to one DocBin (arguments as in :func:`convert`)."""
-    input_path, output_path = Path(input_path), Path(output_path)
+    """Convert one column file to one DocBin (arguments as in :func:`convert`).
+
+    output_path (Union[str, Path]): the ``.spacy`` file to write.
+    RETURNS (FileSummary): the counts. Raises FormatError on unreadable input.
+    """
     column_file = read_column_file(input_path, sep=sep, scheme=scheme)
-    vocab = vocab if vocab is not None else Vocab()
-    summary = FileSummary(
-        input_path, output_path, domain, column_file.scheme, column_file.sep,
-        sentences=len(column_file.sentences), tokens=column_file.n_tokens,
-        documents=column_file.n_documents,
+    return _write_column_file(
+        column_file, Path(output_path), domain=domain, by_document=by_document,
+        vocab=vocab if vocab is not None else Vocab(),
     )
-    doc_bin = DocBin(store_user_data=True)
-    packed: dict = {}
-    for group in _group_sentences(column_file, by_document):
-        doc, spans, repairs = _make_doc(vocab, group, column_file.scheme)
-        set_domain(doc, domain)
-        _add_doc(doc_bin, doc, packed)
-        summary.docs += 1
-        summary.entities.update(label for _, _, label in spans)
-        summary.repairs.update(repairs)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    doc_bin.to_disk(output_path)
-    return summary
 
 
 def convert(
@@ -267,13 +320,15 @@ def convert(
     output_dir (Union[str, Path]): where the DocBins go (created if missing), one per input file.
     domain (Optional[str]): the ``doc._.domain`` of every Doc; default: the directory's name for
         a directory, the parent directory's name for a file.
-    scheme (str): "auto" or IOB1, IOB2, BIOES, BILOU, BMES (case-insensitive).
-    sep (str): "auto", "tab" or "space".
+    scheme (str): "auto" or IOB1, IOB2, BIOES, BILOU, BMES (case-insensitive); "auto" detects
+        it per file (formats.detect_scheme).
+    sep (str): "auto" (per file: tab if any line has a tab), "tab" or "space".
     by_document (bool): one Doc per document (sentences between -DOCSTART- lines or runs of 2+
         empty lines, with sentence starts set) instead of one Doc per sentence.
-    show_progress (bool): show a progress bar over the files.
+    show_progress (bool): show a progress bar (on stderr) over the tokens, for inputs of
+        PROGRESS_MIN_TOKENS tokens or more.
     RETURNS (ConvertSummary): per-file counts. Raises ConversionError or FormatError (both
-        ValueError) on user errors, before writing anything for format errors of any input.
+        ValueError) on user errors; every input is read and checked before anything is written.
     """
     input_path, output_dir = Path(input_path), Path(output_dir)
     try:
@@ -297,21 +352,30 @@ def convert(
             )
         targets[out] = path
     if output_dir.exists() and not output_dir.is_dir():
-        raise ConversionError(f"Output directory {output_dir} is a file")
-    vocab = Vocab()
-    summary = ConvertSummary()
-    items = list(targets.items())
-    if show_progress and len(items) > 1:
+        raise ConversionError(f"The output directory {output_dir} is a file")
+    column_files = [
+        (out, read_column_file(path, sep=sep, scheme=scheme)) for out, path in targets.items()
+    ]
+    progress = None
+    total = sum(cf.n_tokens for _, cf in column_files)
+    if show_progress and total >= PROGRESS_MIN_TOKENS:
         from tqdm import tqdm
 
-        items = tqdm(items, desc="Converting", unit="file", leave=False)
-    for out, path in items:
-        summary.files.append(
-            convert_file(
-                path, out, domain=domain, scheme=scheme, sep=sep,
-                by_document=by_document, vocab=vocab,
+        progress = tqdm(total=total, desc="Converting", unit=" tokens", leave=False,
+                        mininterval=0.5)
+    vocab = Vocab()
+    summary = ConvertSummary()
+    try:
+        for out, column_file in column_files:
+            summary.files.append(
+                _write_column_file(
+                    column_file, out, domain=domain, by_document=by_document, vocab=vocab,
+                    progress=progress,
+                )
             )
-        )
+    finally:
+        if progress is not None:
+            progress.close()
     return summary
 
 
@@ -489,7 +553,7 @@ def convert_cli(
         "Doc per sentence.",
     ),
     progress: bool = typer.Option(
-        True, "--progress/--no-progress", help="Show a progress bar over the input files."
+        True, "--progress/--no-progress", help="Show a progress bar (on stderr) for inputs of 50,000 tokens or more."
     ),
 ) -> None:
     """Convert token/tag column files (CoNLL-style) to .spacy DocBins tagged with a domain."""
@@ -520,10 +584,10 @@ def raw_text_cli(
     ),
     output: Path = typer.Option(..., "--output", "-o", help="The file to write."),
     domain: str = typer.Option(..., "--domain", "-d", help="Domain stored in doc._.domain."),
-    fmt: str = typer.Option(
-        "txt", "--format", "-f",
+    fmt: Optional[str] = typer.Option(
+        None, "--format", "-f",
         help="txt: one sentence per line, tokens joined by a space; spacy: a DocBin of Docs "
-        "without entities.",
+        "without entities. Default: spacy if the output ends with .spacy, else txt.",
     ),
     input_format: str = typer.Option(
         "auto", "--input-format",
@@ -538,6 +602,8 @@ def raw_text_cli(
 ) -> None:
     """Write a raw-text corpus (for language-model objectives and DAPT) from labelled or plain
     text files."""
+    if fmt is None:
+        fmt = "spacy" if output.suffix == ".spacy" else "txt"
     try:
         summary = write_raw_text(
             inputs, output, domain=domain, fmt=fmt, input_format=input_format, sep=sep,

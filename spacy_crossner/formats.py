@@ -244,12 +244,13 @@ def read_column_file(
                 doc_break = True
             continue
         empty_run = 0
-        fields = _split_fields(line, sep)
-        if fields[0] == DOCSTART:
+        # whatever the separator: MC writes "-DOCSTART- O" into files read as tab-separated
+        if line.split(maxsplit=1)[0] == DOCSTART:
             flush()
             n_docstart += 1
             doc_break = True
             continue
+        fields = _split_fields(line, sep)
         if n_columns == 0:
             n_columns = len(fields)
             if n_columns < 2:

