@@ -105,6 +105,7 @@ def test_convert_by_document(tmp_path):
     assert [d.text for d in docs] == ["EU rejects Peter Blackburn", "Paris"]
     assert [s.text for s in docs[0].sents] == ["EU rejects", "Peter Blackburn"]
     assert [(e.text, e.label_) for e in docs[0].ents] == [("EU", "ORG"), ("Peter Blackburn", "PER")]
+    assert [s.text for s in docs[1].sents] == ["Paris"]
     # default: one doc per sentence
     convert(path, tmp_path / "out2", domain="news")
     assert len(read_docs(tmp_path / "out2" / "train.spacy")) == 3
@@ -132,6 +133,11 @@ def test_convert_user_errors(data_dir, tmp_path):
         convert(data_dir, tmp_path / "out", scheme="xyz")
     with pytest.raises(ConversionError, match="Unknown column separator"):
         convert(data_dir, tmp_path / "out", sep="comma")
+    (data_dir / "zzz.txt").write_text("a\tO\nb\tPER\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=r"zzz\.txt, line 2"):
+        convert(data_dir, tmp_path / "nothing")
+    assert not (tmp_path / "nothing").exists()  # every input is checked before writing
+    (data_dir / "zzz.txt").unlink()
     (data_dir / "train.bio").write_text("a\tO\n", encoding="utf-8")
     with pytest.raises(ConversionError, match="would both be written"):
         convert(data_dir, tmp_path / "out")
@@ -234,8 +240,7 @@ def test_cli_user_errors(data_dir, tmp_path, args, message):
 
 def test_cli_raw_text(raw_inputs, tmp_path):
     out = tmp_path / "raw.spacy"
-    args = ["raw-text", *map(str, raw_inputs), "--output", str(out), "--domain", "ai",
-            "--format", "spacy", "--dedup"]
+    args = ["raw-text", *map(str, raw_inputs), "--output", str(out), "--domain", "ai", "--dedup"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "Wrote 4 sentences" in result.stdout and "2 duplicates" in result.stdout

@@ -134,6 +134,14 @@ def test_docstart_layouts_dropped(tmp_path, docstart):
     assert spans == [[(0, 1, "ORG")], [(0, 1, "PER")], [(0, 1, "LOC")]]
 
 
+def test_space_separated_docstart_in_tab_file(tmp_path):
+    text = lines("-DOCSTART- -X- -X- O", "", "EU\tB-ORG", "", "-DOCSTART- O", "Paris\tB-LOC")
+    column_file = read_column_file(write(tmp_path, text))
+    assert column_file.sep == "tab" and column_file.n_docstart == 2
+    assert [s.words for s in column_file.sentences] == [["EU"], ["Paris"]]
+    assert [s.doc_index for s in column_file.sentences] == [0, 1]
+
+
 def test_two_empty_lines_separate_documents(tmp_path):
     text = lines("a\tO", "", "b\tO", "", "", "c\tO", "", "  ", "", "d\tO")
     column_file = read_column_file(write(tmp_path, text))
