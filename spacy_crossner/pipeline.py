@@ -23,7 +23,7 @@ from thinc.api import Model, Optimizer, set_dropout_rate, torch2xp, xp2torch
 
 from .decoding import bio_tags, constrained_argmax, tags_to_spans, viterbi_decode
 from .domains import get_domain, resolve_domains
-from .models.base import TaggerOutput, get_crfs, setup_torch_layers
+from .models.base import TaggerOutput, TrainingBatch, get_crfs, setup_torch_layers
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -256,6 +256,11 @@ class CrossNER(TrainablePipe):
         for domain in self.cfg["labels"]:
             self.cfg["labels"][domain] = sorted(self.cfg["labels"][domain])
         self._sync_model_attrs()
+        init_corpus = self.model.attrs.get("init_corpus")
+        if init_corpus is not None:
+            # e.g. a language model's vocabulary, built from all training text.
+            self.model.attrs["build_config"] = {}
+            init_corpus(self.model, get_examples)
         sample = [eg.predicted for eg in islice(get_examples(), 10) if len(eg.predicted)]
         for doc in sample:
             if get_domain(doc) is None and self.default_domain() is None:
@@ -343,22 +348,37 @@ class CrossNER(TrainablePipe):
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_examples(examples, "CrossNER.update")
-        labelled = [eg for eg in examples if eg.reference.has_annotation("ENT_IOB")]
-        labelled = [eg for eg in labelled if len(eg.predicted)]
-        if not labelled:
+        uses_raw = bool(self.model.attrs.get("uses_raw_text"))
+        batch = [
+            eg
+            for eg in examples
+            if len(eg.predicted) and (uses_raw or eg.reference.has_annotation("ENT_IOB"))
+        ]
+        if not batch:
             return losses
-        for eg in labelled:
+        for eg in batch:
             domain = self._example_domain(eg)
-            for ent in eg.reference.ents:
-                if domain not in self.cfg["labels"] or ent.label_ not in self.cfg["labels"][domain]:
-                    self.add_label(ent.label_, domain=domain)
+            _set_predicted_domain(eg, domain)
+            if not eg.reference.has_annotation("ENT_IOB"):
+                continue
             if domain not in self.cfg["labels"]:
                 self.cfg["labels"][domain] = []
                 self._setup_model()
-            _set_predicted_domain(eg, domain)
+            for ent in eg.reference.ents:
+                if ent.label_ not in self.cfg["labels"][domain]:
+                    self.add_label(ent.label_, domain=domain)
+        domain_tags = self.domain_tags()
+        gold = [
+            _gold_tag_ids(eg, domain_tags[get_domain(eg.predicted)])
+            if eg.reference.has_annotation("ENT_IOB")
+            else None
+            for eg in batch
+        ]
         set_dropout_rate(self.model, drop)
-        output, backprop = self.model.begin_update([eg.predicted for eg in labelled])
-        loss, d_scores = self.get_loss(labelled, output)
+        output, backprop = self.model.begin_update(
+            TrainingBatch([eg.predicted for eg in batch], gold)
+        )
+        loss, d_scores = self.get_loss(batch, output)
         backprop(d_scores)
         if sgd is not None:
             self.finish_update(sgd)
@@ -378,7 +398,10 @@ class CrossNER(TrainablePipe):
         examples = list(examples)
         domain_tags = self.domain_tags()
         gold = [
-            _gold_tag_ids(eg, domain_tags[domain]) for eg, domain in zip(examples, output.domains)
+            _gold_tag_ids(eg, domain_tags[domain])
+            if eg.reference.has_annotation("ENT_IOB")
+            else None
+            for eg, domain in zip(examples, output.domains)
         ]
         crfs = get_crfs(self.model)
         if crfs is None:
@@ -474,9 +497,9 @@ def _log_softmax(scores: numpy.ndarray) -> numpy.ndarray:
 def _softmax_loss(ops, scores: List, gold: List[List[int]]) -> Tuple[float, List]:
     loss = 0.0
     d_scores = []
-    n_docs = max(len(scores), 1)
+    n_docs = max(sum(1 for g in gold if g is not None), 1)
     for s, g in zip(scores, gold):
-        if s.shape[0] == 0:
+        if s.shape[0] == 0 or g is None:
             d_scores.append(ops.alloc2f(*s.shape))
             continue
         probs = ops.softmax(s, axis=-1)
@@ -490,9 +513,13 @@ def _softmax_loss(ops, scores: List, gold: List[List[int]]) -> Tuple[float, List
 def _crf_loss(ops, crfs, scores: List, gold: List[List[int]], domains: List[str]):
     d_scores = [ops.alloc2f(*s.shape) for s in scores]
     loss = 0.0
-    n_docs = max(sum(1 for s in scores if s.shape[0]), 1)
+    n_docs = max(sum(1 for s, g in zip(scores, gold) if s.shape[0] and g is not None), 1)
     for domain in sorted(set(domains)):
-        idx = [i for i, d in enumerate(domains) if d == domain and scores[i].shape[0]]
+        idx = [
+            i
+            for i, d in enumerate(domains)
+            if d == domain and scores[i].shape[0] and gold[i] is not None
+        ]
         if not idx:
             continue
         crf = crfs.get(domain)

@@ -27,6 +27,28 @@ from .pytorch_heads import DomainCRFs
 DomainTags = Dict[str, List[str]]
 
 
+class TrainingBatch(list):
+    """The docs of a training batch, with what the component knows of their gold standard.
+
+    A plain list of docs to every layer that only needs docs (tok2vecs, listeners); emitters
+    that need gold tags (teacher forcing, auxiliary losses) or must tell raw text apart read
+    the extra attributes.
+
+    gold (List[Optional[List[int]]]): per doc, gold tag ids in its domain's tag list, or None
+        for raw text.
+    """
+
+    def __init__(self, docs: List[Doc], gold: List[Optional[List[int]]]) -> None:
+        super().__init__(docs)
+        if len(gold) != len(docs):
+            raise ValueError(f"TrainingBatch: {len(docs)} docs but {len(gold)} gold sequences")
+        self.gold = gold
+
+    @property
+    def is_raw(self) -> List[bool]:
+        return [g is None for g in self.gold]
+
+
 @dataclass
 class TaggerOutput:
     """What an architecture returns for a batch.
@@ -70,7 +92,9 @@ def build_crossner_model(
     name (str): the model's name.
     features (Model[List[Doc], List[Floats2d]]): token features.
     emitter (torch.nn.Module): has ``setup(n_in, domain_tags, build_config)`` and
-        ``forward(X, lengths, domains) -> (scores (B, T, K_max), {name: weighted loss})``.
+        ``forward(X, lengths, domains, gold=None) -> (scores (B, T, K_max), {name: loss})``;
+        ``gold`` is a (B, T) long tensor of gold tag ids during training (-1 where unknown,
+        all -1 for raw-text docs) and None at prediction; losses are already weighted.
     use_crf (bool): add a per-domain CRF layer (ref ``"crf"``).
     extra_layers (Sequence[Model]): further layers to serialize with the model.
     """
@@ -120,14 +144,16 @@ def crossner_forward(model: Model, docs: List[Doc], is_train: bool):
     domain_tags = model.attrs["domain_tags"]
     domains = resolve_domains(docs, domain_tags.keys(), model.attrs["target_domain"])
     features, bp_features = model.get_ref("features")(docs, is_train)
+    gold = getattr(docs, "gold", None)
     keep = [i for i, doc in enumerate(docs) if len(doc)]
     scores = [model.ops.alloc2f(0, len(domain_tags[d])) for d in domains]
     losses: Dict[str, float] = {}
     bp_emitter = None
     if keep:
         emitter = model.get_ref("emitter")
+        kept_gold = [gold[i] for i in keep] if gold is not None else None
         (kept_scores, losses), bp_emitter = emitter(
-            ([features[i] for i in keep], [domains[i] for i in keep]), is_train
+            ([features[i] for i in keep], [domains[i] for i in keep], kept_gold), is_train
         )
         for i, s in zip(keep, kept_scores):
             scores[i] = s
@@ -159,12 +185,19 @@ def _setup_emitter(layer: Model, domain_tags: DomainTags, build_config: Dict[str
     layer.attrs["n_tags"] = {d: len(t) for d, t in domain_tags.items()}
 
 
-def _emitter_inputs(model: Model, inputs: Tuple[List[Floats2d], List[str]], is_train: bool):
-    X, domains = inputs
+def _emitter_inputs(model: Model, inputs, is_train: bool):
+    X, domains, gold = inputs
     device = model.shims[0].device
     lengths = [x.shape[0] for x in X]
     Xt = xp2torch(model.ops.pad(X), requires_grad=is_train, device=device)
     lengths_t = torch.tensor(lengths, dtype=torch.long)
+    gold_t = None
+    if gold is not None:
+        gold_t = torch.full((len(X), max(lengths)), -1, dtype=torch.long)
+        for i, ids in enumerate(gold):
+            if ids is not None:
+                gold_t[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        gold_t = gold_t.to(device)
 
     def backprop(d_inputs: ArgsKwargs) -> List[Floats2d]:
         dX = d_inputs.args[0]
@@ -172,11 +205,11 @@ def _emitter_inputs(model: Model, inputs: Tuple[List[Floats2d], List[str]], is_t
             return [model.ops.alloc2f(*x.shape) for x in X]
         return model.ops.unpad(torch2xp(dX), lengths)
 
-    return ArgsKwargs(args=(Xt, lengths_t, domains), kwargs={}), backprop
+    return ArgsKwargs(args=(Xt, lengths_t, domains), kwargs={"gold": gold_t}), backprop
 
 
 def _emitter_outputs(model: Model, inputs_outputs, is_train: bool):
-    (X, domains), (scores_t, losses_t) = inputs_outputs
+    (X, domains, _), (scores_t, losses_t) = inputs_outputs
     n_tags = model.attrs["n_tags"]
     lengths = [x.shape[0] for x in X]
     scores_xp = torch2xp(scores_t.detach())

@@ -26,7 +26,11 @@ class LinearEmitter(nn.Module):
         self.heads.setup(n_in, domain_tags)
 
     def forward(
-        self, X: torch.Tensor, lengths: torch.Tensor, domains: List[str]
+        self,
+        X: torch.Tensor,
+        lengths: torch.Tensor,
+        domains: List[str],
+        gold: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, Losses]:
         # X: (B, T, nI) -> (B, T, K_max)
         return self.heads(self.dropout(X), domains), {}
@@ -62,7 +66,11 @@ class BiLSTMEmitter(nn.Module):
         self.heads.setup(2 * self.hidden_size, domain_tags)
 
     def forward(
-        self, X: torch.Tensor, lengths: torch.Tensor, domains: List[str]
+        self,
+        X: torch.Tensor,
+        lengths: torch.Tensor,
+        domains: List[str],
+        gold: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, Losses]:
         # X: (B, T, nI); lengths: (B,) on CPU, all > 0
         packed = pack_padded_sequence(self.dropout(X), lengths, batch_first=True, enforce_sorted=False)
