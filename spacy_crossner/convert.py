@@ -553,7 +553,8 @@ def convert_cli(
         "Doc per sentence.",
     ),
     progress: bool = typer.Option(
-        True, "--progress/--no-progress", help="Show a progress bar (on stderr) for inputs of 50,000 tokens or more."
+        True, "--progress/--no-progress",
+        help="Show a progress bar (on stderr) for inputs of 50,000 tokens or more.",
     ),
 ) -> None:
     """Convert token/tag column files (CoNLL-style) to .spacy DocBins tagged with a domain."""

@@ -27,14 +27,16 @@ Tag schemes
     Auto-detection (:func:`detect_scheme`) looks at the prefixes of the whole file: any ``M-`` →
     BMES; any ``L-``/``U-`` → BILOU; any ``E-``/``S-`` → BIOES (mixing these families is an
     error); otherwise IOB1 if some ``I-`` opens a chunk (at a sentence start, after ``O`` or after
-    another type) and every ``B-`` directly follows a ``B-``/``I-`` of its own type; otherwise IOB2.
+    another type) and every ``B-`` directly follows a ``B-``/``I-`` of its own
+    type; otherwise IOB2.
 
 Chunks
     Entities are read with conlleval's rules (spec section 6), for every scheme alike (``M`` reads
     as ``I``, ``L`` as ``E``, ``U`` as ``S``): a chunk starts at ``B-``/``S-``, or at a
     continuation tag whose previous tag is ``O``, ``E-``, ``S-`` or of another type; it ends before
     ``B``/``S``/``O``, after ``E``/``S``, or on a type change. Malformed sequences are therefore
-    repaired the way conlleval reads them, and each repair is counted by kind (:data:`REPAIR_KINDS`).
+    repaired the way conlleval reads them, and each repair is counted by kind
+    (:data:`REPAIR_KINDS`).
 """
 import re
 from collections import Counter
@@ -328,7 +330,7 @@ def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
         for tag in tags:
             prefix, label = split_tag(tag)
             prefixes.add(prefix)
-            same_type_run = prev_prefix in "BI" and prev_prefix != "O" and prev_label == label
+            same_type_run = prev_prefix in ("B", "I") and prev_label == label
             if prefix == "I" and not same_type_run:
                 i_opens = True
             elif prefix == "B" and not same_type_run:
@@ -386,21 +388,21 @@ def _read_chunks(tags: Sequence[str], scheme: str) -> Tuple[List[EntitySpan], Co
     prev, prev_label = "O", ""
     for i, tag in enumerate(tags):
         raw_prefix, label = split_tag(tag)
-        prefix = _CANONICAL.get(raw_prefix, "O") if raw_prefix != "O" else "O"
+        prefix = _CANONICAL.get(raw_prefix, "O")
         # conlleval's endOfChunk
         if start is not None and (
-            prev in "ES"
+            prev in ("E", "S")
             or prefix in ("B", "S", "O")
             or prev_label != label
         ):
-            if closing_scheme and prev in "BI":
+            if closing_scheme and prev in ("B", "I"):
                 repairs["unclosed"] += 1
             spans.append(EntitySpan(start, i, chunk_label))
             start = None
         # conlleval's startOfChunk
         if prefix != "O" and start is None:
-            if prefix in "IE":
-                if prev in "BI" and prev_label != label:
+            if prefix in ("I", "E"):
+                if prev in ("B", "I") and prev_label != label:
                     repairs["type_change"] += 1
                 elif prefix == "E":
                     repairs["end_without_begin"] += 1
@@ -409,13 +411,15 @@ def _read_chunks(tags: Sequence[str], scheme: str) -> Tuple[List[EntitySpan], Co
             start, chunk_label = i, label
         prev, prev_label = prefix, label
     if start is not None:
-        if closing_scheme and prev in "BI":
+        if closing_scheme and prev in ("B", "I"):
             repairs["unclosed"] += 1
         spans.append(EntitySpan(start, len(tags), chunk_label))
     return spans, repairs
 
 
-def spans_to_tags(spans: Iterable[Tuple[int, int, str]], length: int, scheme: str = "IOB2") -> List[str]:
+def spans_to_tags(
+    spans: Iterable[Tuple[int, int, str]], length: int, scheme: str = "IOB2"
+) -> List[str]:
     """Write entities as tags.
 
     spans (Iterable[Tuple[int, int, str]]): (start, end exclusive, label), not overlapping.

@@ -28,7 +28,8 @@ def lines(*rows: str) -> str:
 
 def read_spans(path: Path, **kwargs):
     column_file = read_column_file(path, **kwargs)
-    return column_file, [tags_to_spans(s.tags, column_file.scheme)[0] for s in column_file.sentences]
+    spans = [tags_to_spans(s.tags, column_file.scheme)[0] for s in column_file.sentences]
+    return column_file, spans
 
 
 # --- schemes ------------------------------------------------------------------------------
@@ -115,7 +116,10 @@ def test_labels_case_sensitive_and_verbatim(tmp_path):
 
 @pytest.mark.parametrize(
     "docstart",
-    ["-DOCSTART-", "-DOCSTART- O", "-DOCSTART- -X- O O", "-DOCSTART-\tO", "-DOCSTART-\t-X-\t-X-\tO"],
+    [
+        "-DOCSTART-", "-DOCSTART- O", "-DOCSTART- -X- O O", "-DOCSTART-\tO",
+        "-DOCSTART-\t-X-\t-X-\tO", "-DOCSTART- -X- -X- O",
+    ],
 )
 def test_docstart_layouts_dropped(tmp_path, docstart):
     four = docstart.count("-X-") == 2 or "\t-X-" in docstart
@@ -178,6 +182,12 @@ def test_space_separated_runs_and_tab_detection(tmp_path):
     # tab files keep other characters inside the token
     column_file = read_column_file(write(tmp_path, lines("a\u00a0b\tO")), sep="tab")
     assert column_file.sentences[0].words == ["a\u00a0b"]
+
+
+def test_empty_file(tmp_path):
+    column_file = read_column_file(write(tmp_path, "\n\n"))
+    assert column_file.sentences == [] and column_file.n_columns == 0
+    assert column_file.scheme == "IOB2"
 
 
 def test_utf8_bom_and_non_ascii(tmp_path):
@@ -298,5 +308,6 @@ def test_non_utf8_names_file_and_line(tmp_path):
 
 def test_space_file_read_as_tab_gives_clear_error(tmp_path):
     path = write(tmp_path, lines("a\tO", "b O"), "mixed.txt")
-    with pytest.raises(FormatError, match="line 2: expected 2 tab-separated columns like the first token line, found 1"):
+    expected = "line 2: expected 2 tab-separated columns like the first token line, found 1"
+    with pytest.raises(FormatError, match=expected):
         read_column_file(path)
