@@ -1,0 +1,318 @@
+"""Entity-level evaluation of a pipeline on a ``.spacy`` corpus, in two scoring modes.
+
+``python -m spacy_crossner evaluate MODEL DATA --mode sentence|crossner-compat``
+
+- ``sentence``: every doc (sentence) is scored on its own: an entity is correct when its start,
+  end and type match a gold entity of the same doc (spaCy's ``Scorer`` semantics).
+- ``crossner-compat``: the CrossNER authors' scoring (specs/crossner_benchmark.md section 6): the
+  IOB2 tags of all docs of the split are concatenated into one stream with no sentence
+  boundaries and chunked with conlleval's rules, so a tag sequence that opens a sentence with
+  ``I-X`` continues an ``X`` entity ending the previous sentence. The authors' script reads its
+  last column as the prediction, which swaps P and R in their logs (F1 is unchanged); the output
+  gives the true P and R and, under ``authors_p``/``authors_r``, the swapped values.
+
+The crossner component decodes under BIO constraints, so its entities always open with ``B-``:
+the two modes then differ only where gold sentences open with ``I-`` or where an entity ends a
+sentence and the next one starts with the same type's ``I-`` tag.
+
+The metrics JSON uses spaCy's keys and scale (fractions in 0..1): ``ents_p``, ``ents_r``,
+``ents_f``, ``ents_per_type`` ({label: {p, r, f}}), so ``spacy evaluate`` output and ours can be
+given to ``python -m spacy_crossner report`` alike. Counts (``tp/fp/fn`` overall and per type)
+and what was scored (``mode``, ``domain``, ``labels``...) are added.
+"""
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+
+import srsly
+import typer
+
+from .cli import app, fail
+from .formats import conlleval_chunks, split_tag
+
+MODES = ("sentence", "crossner-compat")
+
+Tags = Sequence[str]
+
+
+class EvaluationError(ValueError):
+    """A user error: missing model or data, bad option."""
+
+
+# -- scoring (pure functions over tag sequences) -------------------------------------------------
+
+
+def _restrict(tags: Tags, labels: Optional[Set[str]]) -> List[str]:
+    if labels is None:
+        return list(tags)
+    out = []
+    for tag in tags:
+        prefix, label = split_tag(tag)
+        out.append(tag if prefix != "O" and label in labels else "O")
+    return out
+
+
+def _count(
+    gold: Iterable[Tuple[int, int, str]], pred: Iterable[Tuple[int, int, str]],
+    tp: Counter, fp: Counter, fn: Counter,
+) -> None:
+    gold_set, pred_set = set(gold), set(pred)
+    for span in pred_set:
+        (tp if span in gold_set else fp)[span[2]] += 1
+    for span in gold_set - pred_set:
+        fn[span[2]] += 1
+
+
+def _prf(tp: int, fp: int, fn: int) -> Dict[str, float]:
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return {"p": p, "r": r, "f": f}
+
+
+def score_tags(
+    gold: Sequence[Tags],
+    pred: Sequence[Tags],
+    *,
+    mode: str = "sentence",
+    labels: Optional[Iterable[str]] = None,
+) -> Dict[str, Any]:
+    """Entity-level exact-match P/R/F of predicted tag sequences against gold ones.
+
+    gold (Sequence[Sequence[str]]): gold tags, one sequence per sentence (any scheme conlleval
+        reads: IOB1/IOB2/BIOES/BILOU).
+    pred (Sequence[Sequence[str]]): predicted tags, aligned with ``gold`` (same lengths).
+    mode (str): "sentence" (each sentence chunked and scored on its own) or "crossner-compat"
+        (all sentences concatenated into one stream, then chunked; see the module docstring).
+    labels (Optional[Iterable[str]]): score only these entity types; tags of other types count
+        as O (before chunking). None scores every type.
+    RETURNS (Dict[str, Any]): ``ents_p/r/f`` (0..1), ``ents_per_type`` {label: {p, r, f}},
+        ``counts`` {tp, fp, fn} and ``counts_per_type`` {label: {tp, fp, fn}}.
+    """
+    if mode not in MODES:
+        raise EvaluationError(f"Unknown mode '{mode}': choose one of {', '.join(MODES)}")
+    if len(gold) != len(pred):
+        raise EvaluationError(f"{len(gold)} gold sequences but {len(pred)} predicted ones")
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        if len(g) != len(p):
+            raise EvaluationError(
+                f"sentence {i}: {len(g)} gold tags but {len(p)} predicted tags"
+            )
+    keep = None if labels is None else set(labels)
+    tp: Counter = Counter()
+    fp: Counter = Counter()
+    fn: Counter = Counter()
+    if mode == "sentence":
+        for g, p in zip(gold, pred):
+            _count(conlleval_chunks(_restrict(g, keep)), conlleval_chunks(_restrict(p, keep)),
+                   tp, fp, fn)
+    else:
+        stream_gold = [t for g in gold for t in _restrict(g, keep)]
+        stream_pred = [t for p in pred for t in _restrict(p, keep)]
+        _count(conlleval_chunks(stream_gold), conlleval_chunks(stream_pred), tp, fp, fn)
+    types = sorted(set(tp) | set(fp) | set(fn))
+    total = _prf(sum(tp.values()), sum(fp.values()), sum(fn.values()))
+    result: Dict[str, Any] = {
+        "ents_p": total["p"],
+        "ents_r": total["r"],
+        "ents_f": total["f"],
+        "ents_per_type": {t: _prf(tp[t], fp[t], fn[t]) for t in types},
+        "counts": {"tp": sum(tp.values()), "fp": sum(fp.values()), "fn": sum(fn.values())},
+        "counts_per_type": {t: {"tp": tp[t], "fp": fp[t], "fn": fn[t]} for t in types},
+    }
+    if mode == "crossner-compat":
+        # the authors' conlleval call reads the last column (gold) as the prediction
+        result["authors_p"], result["authors_r"] = total["r"], total["p"]
+    return result
+
+
+def doc_tags(doc) -> List[str]:
+    """The IOB2 tags of a Doc's entities (O outside them)."""
+    return [f"{t.ent_iob_}-{t.ent_type_}" if t.ent_iob_ in ("B", "I") else "O" for t in doc]
+
+
+# -- evaluation of a pipeline --------------------------------------------------------------------
+
+
+def _load_docs(data: Path, vocab) -> list:
+    from spacy.tokens import DocBin
+
+    if not data.exists():
+        raise EvaluationError(f"Data not found: {data}")
+    files = sorted(data.glob("**/*.spacy")) if data.is_dir() else [data]
+    if not files:
+        raise EvaluationError(f"No .spacy files in {data}")
+    docs = []
+    for file in files:
+        try:
+            docs.extend(DocBin().from_disk(file).get_docs(vocab))
+        except Exception as err:  # a corrupt or non-DocBin file
+            raise EvaluationError(f"Cannot read {file} as a .spacy DocBin: {err}") from err
+    if not docs:
+        raise EvaluationError(f"{data} holds no docs")
+    return docs
+
+
+def evaluate(
+    *,
+    model: Union[str, Path],
+    data: Union[str, Path],
+    output: Optional[Union[str, Path]] = None,
+    mode: str = "sentence",
+    labels: Optional[Sequence[str]] = None,
+    domain: Optional[str] = None,
+    gpu_id: int = -1,
+    batch_size: int = 256,
+    nlp=None,
+) -> Dict[str, Any]:
+    """Run a pipeline on the gold-tokenized docs of a corpus and score its entities.
+
+    model (Union[str, Path]): a trained pipeline directory (what ``spacy.load`` takes).
+    data (Union[str, Path]): a ``.spacy`` file, or a folder of them.
+    output (Optional[Union[str, Path]]): write the metrics JSON here (parent dirs are created).
+    mode (str): "sentence" or "crossner-compat" (module docstring).
+    labels (Optional[Sequence[str]]): score only these types; others count as O.
+    domain (Optional[str]): domain set on every doc (default: each doc's ``doc._.domain``; docs
+        without one get the crossner component's ``target_domain``).
+    gpu_id (int): GPU to run on, -1 = CPU.
+    batch_size (int): docs per ``nlp.pipe`` batch.
+    nlp (Optional[Language]): an already loaded pipeline, used instead of loading ``model``.
+    RETURNS (Dict[str, Any]): the metrics (``score_tags``) plus ``mode``, ``model``, ``data``,
+        ``domain``, ``labels``, ``n_docs``, ``n_words``, ``words_per_second``.
+    """
+    import spacy
+    from spacy.tokens import Doc
+
+    from .domains import get_domain, set_domain
+
+    if mode not in MODES:
+        raise EvaluationError(f"Unknown mode '{mode}': choose one of {', '.join(MODES)}")
+    if nlp is None:
+        model_path = Path(model)
+        if not model_path.exists():
+            raise EvaluationError(f"Model not found: {model_path}")
+        if gpu_id >= 0:
+            spacy.require_gpu(gpu_id)
+        try:
+            nlp = spacy.load(model_path)
+        except (OSError, ValueError) as err:
+            raise EvaluationError(f"Cannot load the pipeline {model_path}: {err}") from err
+    data_path = Path(data)
+    gold_docs = _load_docs(data_path, nlp.vocab)
+    inputs = []
+    for gold in gold_docs:
+        doc = Doc(nlp.vocab, words=[t.text for t in gold], spaces=[bool(t.whitespace_) for t in gold])
+        set_domain(doc, domain or get_domain(gold))
+        inputs.append(doc)
+    domains_used = sorted({get_domain(d) for d in inputs if get_domain(d)})
+    if not domains_used and "crossner" in nlp.pipe_names:
+        target = nlp.get_pipe("crossner").default_domain()
+        domains_used = [target] if target else []
+    known_labels = set()
+    for name, pipe in nlp.pipeline:
+        known_labels.update(getattr(pipe, "labels", ()) or ())
+    gold_labels = {e.label_ for d in gold_docs for e in d.ents}
+    if labels:
+        unknown = sorted(set(labels) - known_labels - gold_labels)
+        if unknown:
+            raise EvaluationError(
+                f"--labels {', '.join(unknown)}: not a label of the model or the data "
+                f"(data labels: {', '.join(sorted(gold_labels)) or 'none'})"
+            )
+    start = time.perf_counter()
+    try:
+        predicted = list(nlp.pipe(inputs, batch_size=batch_size))
+    except ValueError as err:  # e.g. an unknown domain: the component's message says which
+        raise EvaluationError(str(err)) from err
+    seconds = time.perf_counter() - start
+    n_words = sum(len(d) for d in inputs)
+    scores = score_tags(
+        [doc_tags(d) for d in gold_docs], [doc_tags(d) for d in predicted],
+        mode=mode, labels=labels or None,
+    )
+    result: Dict[str, Any] = {
+        **scores,
+        "mode": mode,
+        "model": str(model) if model is not None else None,
+        "data": str(data_path),
+        "domain": ", ".join(domains_used) or None,
+        "labels": sorted(labels) if labels else None,
+        "n_docs": len(gold_docs),
+        "n_words": n_words,
+        "n_gold_entities": scores["counts"]["tp"] + scores["counts"]["fn"],
+        "words_per_second": n_words / seconds if seconds > 0 else None,
+    }
+    if labels:
+        result["note"] = (
+            f"only the types {', '.join(sorted(labels))} are scored; entities of other types "
+            "(gold and predicted) count as O"
+        )
+    if output is not None:
+        out = Path(output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        srsly.write_json(out, result)
+    return result
+
+
+def summary_table(result: Dict[str, Any]) -> str:
+    """A plain-text table of P/R/F (x100) per type and overall."""
+    rows = [("type", "P", "R", "F", "gold")]
+    counts = result.get("counts_per_type", {})
+    for label, prf in sorted(result["ents_per_type"].items()):
+        c = counts.get(label, {})
+        rows.append((label, f"{100 * prf['p']:.2f}", f"{100 * prf['r']:.2f}",
+                     f"{100 * prf['f']:.2f}", str(c.get("tp", 0) + c.get("fn", 0))))
+    c = result.get("counts", {})
+    rows.append(("OVERALL", f"{100 * result['ents_p']:.2f}", f"{100 * result['ents_r']:.2f}",
+                 f"{100 * result['ents_f']:.2f}", str(c.get("tp", 0) + c.get("fn", 0))))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = []
+    for n, row in enumerate(rows):
+        if n == len(rows) - 1:
+            lines.append("-" * (sum(widths) + 8))
+        lines.append("  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+        ))
+    return "\n".join(lines)
+
+
+@app.command("evaluate")
+def evaluate_cli(
+    model: Path = typer.Argument(..., help="Trained pipeline directory (e.g. training/model-best)."),
+    data: Path = typer.Argument(..., help="A .spacy file (or folder of them) with gold entities."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write the metrics as JSON to this file."
+    ),
+    mode: str = typer.Option(
+        "sentence", "--mode", "-m",
+        help="sentence: score each sentence on its own (spaCy's scorer); crossner-compat: the "
+        "CrossNER authors' scoring, all sentences of the split as one tag stream (conlleval).",
+    ),
+    labels: Optional[str] = typer.Option(
+        None, "--labels", "-l",
+        help="Comma-separated entity types to score; others count as O. Default: all.",
+    ),
+    domain: Optional[str] = typer.Option(
+        None, "--domain", "-d",
+        help="Domain set on every doc. Default: each doc's own domain, else the component's "
+        "target_domain.",
+    ),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id, -1 for CPU."),
+) -> None:
+    """Score a pipeline's entities (exact match P/R/F, overall and per type) on a .spacy corpus."""
+    label_list = [l.strip() for l in labels.split(",") if l.strip()] if labels else None
+    if labels is not None and not label_list:
+        fail("--labels is empty: give comma-separated entity types")
+    try:
+        result = evaluate(model=model, data=data, output=output, mode=mode, labels=label_list,
+                          domain=domain, gpu_id=gpu_id)
+    except (EvaluationError, OSError) as err:
+        fail(str(err))
+    typer.echo(f"{result['data']} ({result['n_docs']:,} docs, {result['n_words']:,} words), "
+               f"domain {result['domain']}, mode {mode}")
+    typer.echo(summary_table(result))
+    if result.get("note"):
+        typer.secho(f"Note: {result['note']}", fg=typer.colors.YELLOW)
+    if output is not None:
+        typer.secho(f"Wrote {output}", fg=typer.colors.GREEN)
