@@ -167,9 +167,10 @@ def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_na
     for label in labels + ["**overall**"]:
         row = [label]
         if "gold" in header:
-            row.append(str(max((run.support.get(label, 0) for run in runs), default=0))
-                       if label in labels else
-                       str(max(sum(run.support.values()) for run in runs)))
+            known = [run.support[label] for run in runs if label in run.support]
+            if label not in labels:
+                known = [sum(run.support.values()) for run in runs if run.support]
+            row.append(str(max(known)) if known else "–")
         for run in runs:
             prf = run.overall if label not in labels else run.per_type.get(label)
             cells = [_fmt(v) for v in prf] if prf else ["–"] * 3

@@ -1,0 +1,106 @@
+"""Tests of spacy_crossner.report: markdown content, PNG, run names, errors."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from spacy_crossner.cli import app
+from spacy_crossner.report import ReportError, default_name, load_runs, report
+
+OURS = {
+    "ents_p": 0.5, "ents_r": 0.25, "ents_f": 1 / 3,
+    "ents_per_type": {
+        "algorithm": {"p": 1.0, "r": 0.5, "f": 2 / 3},
+        "researcher": {"p": 0.0, "r": 0.0, "f": 0.0},
+    },
+    "counts_per_type": {"algorithm": {"tp": 1, "fp": 0, "fn": 1},
+                        "researcher": {"tp": 0, "fp": 1, "fn": 5}},
+    "mode": "sentence", "domain": "ai",
+}
+SPACY_EVALUATE = {  # what `spacy evaluate --output` writes (no counts)
+    "token_acc": 1.0, "ents_p": 0.8, "ents_r": 0.6, "ents_f": 0.6857142857,
+    "ents_per_type": {"algorithm": {"p": 0.8, "r": 0.6, "f": 0.6857142857},
+                      "product": {"p": 0.5, "r": 0.5, "f": 0.5}},
+    "speed": 1000.0,
+}
+
+
+@pytest.fixture
+def files(tmp_path):
+    a = tmp_path / "metrics" / "bilstm_target.json"
+    a.parent.mkdir()
+    a.write_text(json.dumps(OURS))
+    b = tmp_path / "joint" / "metrics.json"
+    b.parent.mkdir()
+    b.write_text(json.dumps(SPACY_EVALUATE))
+    return a, b
+
+
+def test_markdown_and_png(files, tmp_path):
+    a, b = files
+    out = tmp_path / "reports"
+    result = report(metrics=[str(a), f"spaCy joint={b}"], output_dir=out)
+    md = (out / "report.md").read_text()
+    assert result["markdown"] == out / "report.md"
+    assert "target domain ai" in md
+    assert "| type | gold | bilstm_target P | bilstm_target R | bilstm_target F1 | spaCy joint P |" in md
+    # most frequent gold type first, missing types shown as a dash, overall row in bold
+    assert md.index("| researcher |") < md.index("| algorithm |")
+    assert "| researcher | 5 | 0.00 | 0.00 | 0.00 | – | – | – |" in md
+    assert "| algorithm | 2 | 100.00 | 50.00 | 66.67 | 80.00 | 60.00 | 68.57 |" in md
+    assert "| **overall** | 7 | **50.00** | **25.00** | **33.33** | **80.00** | **60.00** | **68.57** |" in md
+    assert "| product | – | – | – | – | 50.00 | 50.00 | 50.00 |" in md
+    assert "Best overall F1: **spaCy joint** (68.57)" in md
+    assert "![F1 per entity type](f1_per_type.png)" in md
+    png = out / "f1_per_type.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_names_and_percent_scale(tmp_path):
+    assert default_name(tmp_path / "metrics" / "trf.json") == "trf"
+    assert default_name(tmp_path / "run1" / "model-best" / "meta.json") == "run1/model-best"
+    meta = tmp_path / "run1" / "model-best" / "meta.json"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"performance": {"ents_p": 40.0, "ents_r": 50.0, "ents_f": 44.4,
+                                                "ents_per_type": {}}}))
+    dup = tmp_path / "x.json"
+    dup.write_text(json.dumps(OURS))
+    runs = load_runs([str(meta), f"x={dup}", str(dup)])
+    assert [r.name for r in runs] == ["run1/model-best", "x", "x (2)"]
+    assert runs[0].overall == (40.0, 50.0, 44.4)  # already percent: kept
+    assert runs[1].overall[0] == 50.0  # fractions: x100
+
+
+def test_no_plot(files, tmp_path):
+    a, _ = files
+    result = report(metrics=[a], output_dir=tmp_path / "r", plot=False)
+    assert result["plot"] is None and not (tmp_path / "r" / "f1_per_type.png").exists()
+    assert "![" not in result["markdown"].read_text()
+
+
+def test_errors(tmp_path):
+    with pytest.raises(ReportError, match="not found"):
+        load_runs([str(tmp_path / "nope.json")])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ReportError, match="not valid JSON"):
+        load_runs([str(bad)])
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"accuracy": 0.9}))
+    with pytest.raises(ReportError, match="no entity scores"):
+        load_runs([str(other)])
+    with pytest.raises(ReportError, match="NAME=PATH"):
+        load_runs(["=x.json"])
+    with pytest.raises(ReportError, match="at least one"):
+        load_runs([])
+
+
+def test_cli(files, tmp_path):
+    a, b = files
+    runner = CliRunner()
+    res = runner.invoke(app, ["report", str(a), str(b), "--output", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    assert "bilstm_target" in res.output and "joint" in res.output
+    assert (tmp_path / "rep" / "report.md").exists() and (tmp_path / "rep" / "f1_per_type.png").exists()
+    res = runner.invoke(app, ["report", str(tmp_path / "missing.json")])
+    assert res.exit_code == 1 and "not found" in res.output and "Traceback" not in res.output
