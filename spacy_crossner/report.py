@@ -193,17 +193,18 @@ def plot_f1(runs: Sequence[Run], path: Union[str, Path], *, title: Optional[str]
     labels = entity_types(runs) + ["OVERALL"]
     n_runs = len(runs)
     height = 0.8 / n_runs
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.32 * len(labels) * max(1.0, n_runs / 2)))
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * len(labels) * max(1.0, n_runs / 2)))
     for i, run in enumerate(runs):
         values = [
             run.overall[2] if label == "OVERALL" else run.per_type.get(label, (0, 0, float("nan")))[2]
             for label in labels
         ]
-        values = [0.0 if math.isnan(v) else v for v in values]
         positions = [j + (i - (n_runs - 1) / 2) * height for j in range(len(labels))]
-        bars = ax.barh(positions, values, height=height, label=run.name)
+        bars = ax.barh(positions, [0.0 if math.isnan(v) else v for v in values], height=height,
+                       label=run.name)
         for bar, value in zip(bars, values):
-            ax.text(bar.get_width() + 0.5, bar.get_y() + bar.get_height() / 2, f"{value:.1f}",
+            text = "n/a" if math.isnan(value) else f"{value:.1f}"
+            ax.text(bar.get_width() + 0.5, bar.get_y() + bar.get_height() / 2, text,
                     va="center", fontsize=6)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels)
@@ -213,7 +214,7 @@ def plot_f1(runs: Sequence[Run], path: Union[str, Path], *, title: Optional[str]
     domains = sorted({run.domain for run in runs if run.domain})
     ax.set_title(title or "F1 per entity type" + (f" ({', '.join(domains)})" if domains else ""))
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
