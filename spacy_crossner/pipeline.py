@@ -102,10 +102,10 @@ def make_configure_callback(
     """
 
     def configure(nlp: Language) -> Language:
-        if component not in nlp.pipe_names:
+        if component not in nlp.component_names:
             raise ValueError(
                 f"[initialize.after_init] spacy_crossner.configure_crossner.v1: no pipe named "
-                f"'{component}' (pipes: {nlp.pipe_names})"
+                f"'{component}' (pipes: {nlp.component_names})"
             )
         pipe = nlp.get_pipe(component)
         for domain, domain_labels in (labels or {}).items():

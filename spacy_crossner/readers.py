@@ -191,7 +191,7 @@ def _read_text_lines(nlp: Language, path: Path) -> Iterator[Doc]:
         for line in f:
             words = line.split()
             if words:
-                yield Doc(nlp.vocab, words=words)
+                yield Doc(nlp.vocab, words=words, spaces=[True] * (len(words) - 1) + [False])
 
 
 def _strip_entities(nlp: Language, doc: Doc) -> Doc:

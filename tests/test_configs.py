@@ -1,0 +1,86 @@
+"""Every file in configs/ loads with validation, initializes and trains a few steps.
+
+Pre-train configs feed the fine-tune configs, as in the project's two-stage runs.
+"""
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.cli.train import train
+from spacy.tokens import DocBin
+from spacy.util import load_config
+
+from util import AI, NEWS, make_doc
+
+CONFIGS = Path(__file__).parents[1] / "configs"
+ALL_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg"))
+STAGES = {"bilstm_finetune.cfg": "bilstm_pretrain.cfg", "trf_finetune.cfg": "trf_pretrain.cfg"}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    nlp = spacy.blank("en")
+    paths = {}
+    for name, sentences in (("source", NEWS), ("target", AI)):
+        db = DocBin(store_user_data=True)
+        for domain, words, ents in sentences:
+            db.add(make_doc(nlp, words, ents, domain))
+        paths[f"{name}_train"] = paths[f"{name}_dev"] = str(root / f"{name}.spacy")
+        db.to_disk(root / f"{name}.spacy")
+    return paths
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, data):
+    """Train configs on demand, once each: name -> output directory."""
+    outputs = {}
+    root = tmp_path_factory.mktemp("training")
+
+    def get(name):
+        if name not in outputs:
+            overrides = {f"paths.{k}": v for k, v in data.items()}
+            overrides.update({
+                "training.max_steps": 2,
+                "training.eval_frequency": 1,
+                "vars.target_domain": "ai",
+                "vars.target_upsample": 2,
+            })
+            if name in STAGES:
+                overrides["paths.pretrained"] = str(get(STAGES[name]) / "model-last")
+            out = root / name.replace(".cfg", "")
+            train(CONFIGS / name, out, overrides=overrides, use_gpu=-1)
+            outputs[name] = out
+        return outputs[name]
+
+    return get
+
+
+def test_there_are_configs_for_every_setting():
+    for arch in ("bilstm", "trf"):
+        for setting in ("target", "joint", "pretrain", "finetune"):
+            assert f"{arch}_{setting}.cfg" in ALL_CONFIGS
+
+
+@pytest.mark.parametrize("name", ALL_CONFIGS)
+def test_config_loads_with_validation(name):
+    config = load_config(CONFIGS / name, interpolate=False)
+    assert config["nlp"]["pipeline"][-1] == "crossner"
+    assert "gpu_id" not in config.to_str(), "GPU is the --gpu-id flag, never a config setting"
+    text = (CONFIGS / name).read_text()
+    assert text.startswith("# "), "a config starts with a comment saying what it is and how to run it"
+
+
+@pytest.mark.parametrize("name", ALL_CONFIGS)
+def test_config_initializes_and_trains(name, trained):
+    out = trained(name)
+    nlp = spacy.load(out / "model-best")
+    pipe = nlp.get_pipe("crossner")
+    setting = name.split("_")[1].replace(".cfg", "")
+    expected_domains = {"target": {"ai"}, "joint": {"news", "ai"}, "pretrain": {"news"}, "finetune": {"news", "ai"}}
+    assert set(pipe.domains) == expected_domains[setting]
+    if "pretrain" not in name:
+        assert pipe.target_domain == "ai"
+        assert "product" in pipe.label_data["ai"]
+    doc = nlp("Google released TensorFlow .")
+    assert all(e.label_ in pipe.labels for e in doc.ents)

@@ -1,0 +1,109 @@
+import itertools
+
+import numpy
+import pytest
+
+from spacy_crossner.decoding import (
+    allowed_moves,
+    bio_tags,
+    constrained_argmax,
+    tags_to_spans,
+    viterbi_decode,
+)
+
+TAGS = bio_tags(["A", "B"])  # O, B-A, I-A, B-B, I-B
+
+
+def is_valid(tags):
+    prev = "O"
+    for tag in tags:
+        if tag.startswith("I-") and prev[2:] != tag[2:]:
+            return False
+        prev = tag
+    return True
+
+
+def brute_force(emissions, trans, start, end, tags):
+    best, best_score = None, -numpy.inf
+    for seq in itertools.product(range(len(tags)), repeat=emissions.shape[0]):
+        if not is_valid([tags[i] for i in seq]):
+            continue
+        score = start[seq[0]] + end[seq[-1]] + sum(emissions[t, i] for t, i in enumerate(seq))
+        score += sum(trans[a, b] for a, b in zip(seq, seq[1:]))
+        if score > best_score:
+            best, best_score = list(seq), score
+    return best
+
+
+def test_bio_tags_order():
+    assert bio_tags(["x", "y"]) == ["O", "B-x", "I-x", "B-y", "I-y"]
+    assert bio_tags([]) == ["O"]
+
+
+def test_allowed_moves():
+    start, trans, end = allowed_moves(TAGS)
+    assert start.tolist() == [True, True, False, True, False]
+    assert end.all()
+    # I-A only after B-A or I-A
+    assert trans[:, 2].tolist() == [False, True, True, False, False]
+    assert trans[:, 4].tolist() == [False, False, False, True, True]
+    assert trans[:, [0, 1, 3]].all()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_viterbi_matches_brute_force(seed):
+    rng = numpy.random.RandomState(seed)
+    n = rng.randint(1, 5)
+    emissions = rng.randn(n, len(TAGS)) * 3
+    trans = rng.randn(len(TAGS), len(TAGS))
+    start = rng.randn(len(TAGS))
+    end = rng.randn(len(TAGS))
+    ok_start, ok_trans, ok_end = allowed_moves(TAGS)
+    got = viterbi_decode(emissions, trans, start, end, ok_start, ok_trans, ok_end)
+    assert got == brute_force(emissions, trans, start, end, TAGS)
+    assert is_valid([TAGS[i] for i in got])
+
+
+def test_viterbi_never_starts_inside_an_entity():
+    emissions = numpy.full((3, len(TAGS)), -5.0)
+    emissions[:, 2] = 10.0  # I-A everywhere is what the scores want
+    ok_start, ok_trans, ok_end = allowed_moves(TAGS)
+    zeros = numpy.zeros(len(TAGS))
+    got = viterbi_decode(emissions, numpy.zeros((5, 5)), zeros, zeros, ok_start, ok_trans, ok_end)
+    assert [TAGS[i] for i in got] == ["B-A", "I-A", "I-A"]
+
+
+def test_viterbi_empty_and_long():
+    ok_start, ok_trans, ok_end = allowed_moves(TAGS)
+    zeros = numpy.zeros(len(TAGS))
+    assert viterbi_decode(numpy.zeros((0, 5)), numpy.zeros((5, 5)), zeros, zeros, ok_start, ok_trans, ok_end) == []
+    rng = numpy.random.RandomState(0)
+    long = rng.randn(5000, 5)
+    got = viterbi_decode(long, rng.randn(5, 5), zeros, zeros, ok_start, ok_trans, ok_end)
+    assert len(got) == 5000 and is_valid([TAGS[i] for i in got])
+
+
+def test_constrained_argmax_equals_argmax_when_valid():
+    emissions = numpy.log(numpy.array([
+        [0.1, 0.8, 0.05, 0.03, 0.02],
+        [0.1, 0.1, 0.7, 0.05, 0.05],
+        [0.9, 0.02, 0.03, 0.03, 0.02],
+    ]))
+    assert constrained_argmax(emissions, TAGS) == emissions.argmax(axis=1).tolist()
+
+
+def test_constrained_argmax_repairs_by_constraint():
+    # argmax says O, I-B: invalid; the best valid sequence is chosen instead.
+    emissions = numpy.log(numpy.array([
+        [0.6, 0.1, 0.1, 0.1, 0.1],
+        [0.1, 0.1, 0.1, 0.3, 0.4],
+    ]))
+    assert [TAGS[i] for i in constrained_argmax(emissions, TAGS)] == ["O", "B-B"]
+
+
+def test_tags_to_spans():
+    assert tags_to_spans(["B-A", "I-A", "O", "B-B", "B-B", "I-B"]) == [(0, 2, "A"), (3, 4, "B"), (4, 6, "B")]
+    assert tags_to_spans([]) == []
+    assert tags_to_spans(["O", "O"]) == []
+    # conlleval reading of a stray I-: it opens an entity
+    assert tags_to_spans(["O", "I-A", "I-B"]) == [(1, 2, "A"), (2, 3, "B")]

@@ -1,0 +1,81 @@
+"""Helpers shared by the tests: tiny two-domain data and training loops."""
+import random
+from typing import List, Sequence, Tuple
+
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+from thinc.api import Adam
+
+from spacy_crossner import set_domain
+
+Sentence = Tuple[str, List[str], List[Tuple[int, int, str]]]
+
+NEWS: List[Sentence] = [
+    ("news", "John Smith lives in London .".split(), [(0, 2, "person"), (4, 5, "location")]),
+    ("news", "Acme Corp hired Mary Jones .".split(), [(0, 2, "organisation"), (3, 5, "person")]),
+    ("news", "Paris is in France .".split(), [(0, 1, "location"), (3, 4, "location")]),
+]
+AI: List[Sentence] = [
+    ("ai", "LSTM networks were proposed by Hochreiter .".split(), [(0, 1, "algorithm"), (5, 6, "researcher")]),
+    ("ai", "We report accuracy on ImageNet .".split(), [(2, 3, "metrics"), (4, 5, "misc")]),
+    ("ai", "Google released TensorFlow .".split(), [(0, 1, "organisation"), (2, 3, "product")]),
+]
+
+
+def make_doc(nlp: Language, words: Sequence[str], ents=(), domain=None) -> Doc:
+    doc = Doc(nlp.vocab, words=list(words), spaces=[True] * (len(words) - 1) + [False])
+    doc.ents = [Span(doc, s, e, label=l) for s, e, l in ents]
+    if domain is not None:
+        set_domain(doc, domain)
+    return doc
+
+
+def make_examples(nlp: Language, sentences: Sequence[Sentence]) -> List[Example]:
+    examples = []
+    for domain, words, ents in sentences:
+        reference = make_doc(nlp, words, ents, domain)
+        predicted = Doc(nlp.vocab, words=list(words))
+        set_domain(predicted, domain)
+        examples.append(Example(predicted, reference))
+    return examples
+
+
+def train(
+    nlp: Language, examples: List[Example], n_iter: int, seed: int = 0, drop: float = 0.0, lr: float = 0.01
+):
+    random.seed(seed)
+    nlp.initialize(lambda: examples)
+    # A handful of sentences learn in seconds with a larger step than spaCy's default.
+    optimizer = Adam(lr)
+    return train_more(nlp, examples, n_iter, optimizer, drop=drop)
+
+
+def train_more(nlp, examples, n_iter, optimizer, drop=0.0):
+    losses = {}
+    for _ in range(n_iter):
+        random.shuffle(examples)
+        losses = {}
+        nlp.update(examples, sgd=optimizer, losses=losses, drop=drop)
+    return losses
+
+
+def predicted_ents(nlp: Language, sentences: Sequence[Sentence]):
+    """Entities predicted for each sentence, with the doc's domain set."""
+    out = []
+    for domain, words, _ in sentences:
+        doc = Doc(nlp.vocab, words=list(words))
+        set_domain(doc, domain)
+        out.append([(e.start, e.end, e.label_) for e in nlp(doc).ents])
+    return out
+
+
+def gold_ents(sentences: Sequence[Sentence]):
+    return [sorted(ents) for _, _, ents in sentences]
+
+
+def blank_with(config: dict, name: str = "crossner") -> Language:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("crossner", name=name, config=config)
+    return nlp
