@@ -294,8 +294,12 @@ class CrossNER(TrainablePipe):
         return self._decode(output)
 
     def _decode(self, output: TaggerOutput) -> List[List[str]]:
-        crfs = get_crfs(self.model)
         domain_tags = self.domain_tags()
+        if output.tag_ids is not None:
+            return [
+                [domain_tags[d][i] for i in ids] for ids, d in zip(output.tag_ids, output.domains)
+            ]
+        crfs = get_crfs(self.model)
         decoded = []
         cache: Dict[str, Tuple[numpy.ndarray, ...]] = {}
         for scores, domain in zip(output.scores, output.domains):

@@ -57,11 +57,15 @@ class TaggerOutput:
     domains (List[str]): the domain used for each doc.
     losses (Dict[str, float]): auxiliary losses of this batch (training only), already weighted
         and already part of the backward pass; reported for logging.
+    tag_ids (Optional[List[List[int]]]): for architectures that decode themselves (e.g.
+        autoregressive beam search at prediction), the chosen tag ids per doc; the component
+        then uses them instead of decoding ``scores``.
     """
 
     scores: List[Floats2d]
     domains: List[str]
     losses: Dict[str, float] = field(default_factory=dict)
+    tag_ids: Optional[List[List[int]]] = None
 
 
 def setup_torch_layers(model: Model, domain_tags: DomainTags, build_config: Dict[str, Any]) -> None:
