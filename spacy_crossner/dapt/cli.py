@@ -7,7 +7,12 @@ Single process (CPU or one GPU)::
 Several processes (GPUs, or CPU processes with the gloo backend), one machine::
 
     torchrun --nproc_per_node 2 -m spacy_crossner dapt corpus.txt models/politics_dapt
-    accelerate launch --num_processes 2 -m spacy_crossner dapt corpus.txt models/politics_dapt
+    accelerate launch --multi_gpu --num_processes 2 -m spacy_crossner dapt corpus.txt models/politics_dapt
+
+``--multi_gpu`` is what makes ``accelerate launch`` start several processes (without it, and
+without an ``accelerate config`` file, it starts one); on a machine without a GPU the processes
+then train on CPU with the gloo backend, like under torchrun. ``torchrun`` sets
+OMP_NUM_THREADS=1 per process unless it is set.
 
 Several machines: ``torchrun --nnodes N --node_rank R --master_addr HOST --master_port PORT
 --nproc_per_node G -m spacy_crossner dapt ...`` on each (or ``accelerate launch`` with a config
@@ -55,8 +60,8 @@ def dapt_command(
 
     One process (CPU or one GPU): python -m spacy_crossner dapt CORPUS OUTPUT_DIR.
     Several processes (GPUs, or CPU with gloo): torchrun --nproc_per_node 2 -m spacy_crossner
-    dapt CORPUS OUTPUT_DIR, or accelerate launch --num_processes 2 -m spacy_crossner dapt CORPUS
-    OUTPUT_DIR. --batch-size is per process. Ends with a summary: tokens seen and the held-out
+    dapt CORPUS OUTPUT_DIR, or accelerate launch --multi_gpu --num_processes 2 -m spacy_crossner
+    dapt CORPUS OUTPUT_DIR (--multi_gpu also on CPU). --batch-size is per process. Ends with a summary: tokens seen and the held-out
     masked-LM loss before and after.
     """
     from .train import format_summary, run_dapt

@@ -17,6 +17,13 @@ Hugging Face ``Trainer``, so one code path serves CPU, one GPU and ``torchrun`` 
 
 The output directory can be given as ``name`` of ``spacy-transformers.TransformerModel.v3``: the
 masked-LM head is ignored there.
+
+The bundled MiniLM (``spacy_crossner.misc.bundled_transformer()``) is a sentence-transformers
+export of a BERT encoder: it has no masked-LM head. ``AutoModelForMaskedLM`` loads its encoder and
+ties the decoder to the word embeddings, but ``cls.predictions.transform.*`` and the output bias
+are freshly initialised (seeded), so the "before" loss is that of a random head (about ln(30522) =
+10.3) and the first steps mostly train the head. The summary lists those weights. A model
+directory with a real masked-LM head (e.g. ``bert-base-cased``) has no such warning.
 """
 import json
 import logging
