@@ -4,7 +4,7 @@ The converter and the readers set ``doc._.domain``; DocBins written with ``store
 keep it. The ``crossner`` component predicts a doc with the head of ``doc._.domain`` and falls back
 to its ``target_domain`` when the doc has none (e.g. ``nlp("raw text")``).
 """
-from typing import Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 from spacy.tokens import Doc
 
@@ -34,21 +34,34 @@ class UnknownDomainError(ValueError):
     """A doc names a domain the component has no labels for."""
 
 
-def resolve_domains(
-    docs: Iterable[Doc], known: Iterable[str], default: Optional[str]
-) -> List[str]:
-    """The domain used for each doc: its own ``doc._.domain``, else ``default``.
+def doc_domains(docs: Iterable[Doc], default: Optional[str]) -> List[Optional[str]]:
+    """Each doc's own domain, or ``default`` for docs without one."""
+    return [get_domain(doc) or default for doc in docs]
 
+
+def resolve_domains(
+    docs: Iterable[Doc],
+    known: Iterable[str],
+    default: Optional[str],
+    aliases: Optional[Dict[str, str]] = None,
+) -> List[str]:
+    """The labelled domain whose labels tag each doc.
+
+    That is the doc's own ``doc._.domain`` (else ``default``), mapped through ``aliases``: a
+    domain without labels of its own (zero-shot / unsupervised adaptation) is tagged with the
+    labels, head and CRF of the domain it is an alias of.
     docs (Iterable[Doc]): the batch.
     known (Iterable[str]): the domains the component has labels for.
     default (Optional[str]): the component's ``target_domain``.
-    RETURNS (List[str]): one domain name per doc.
+    aliases (Optional[Dict[str, str]]): the component's ``domain_aliases``.
+    RETURNS (List[str]): one labelled domain name per doc.
     Raises UnknownDomainError naming the domain and the known ones.
     """
     known = list(known)
+    aliases = aliases or {}
     out = []
-    for doc in docs:
-        domain = get_domain(doc) or default
+    for domain in doc_domains(docs, default):
+        domain = aliases.get(domain, domain)
         if domain is None:
             raise UnknownDomainError(
                 "A doc has no domain (doc._.domain is None) and the crossner component has no "
@@ -58,7 +71,8 @@ def resolve_domains(
         if domain not in known:
             raise UnknownDomainError(
                 f"Unknown domain '{domain}': the crossner component has labels for {known}. "
-                "Set doc._.domain to one of them, or train with data from that domain."
+                "Set doc._.domain to one of them, train with labelled data from that domain, "
+                "or map it to a labelled domain with domain_aliases in [components.crossner]."
             )
         out.append(domain)
     return out

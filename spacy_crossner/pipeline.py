@@ -55,6 +55,7 @@ DEFAULT_MODEL = util.load_config_from_str(DEFAULT_MODEL_CONFIG)["model"]
     default_config={
         "model": DEFAULT_MODEL,
         "target_domain": None,
+        "domain_aliases": {},
         "scorer": {"@scorers": "spacy_crossner.entity_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -64,6 +65,7 @@ def make_crossner(
     name: str,
     model: Model[List[Doc], TaggerOutput],
     target_domain: Optional[str],
+    domain_aliases: Dict[str, str],
     scorer: Optional[Callable],
 ) -> "CrossNER":
     """Create a cross-domain entity recognizer.
@@ -71,9 +73,20 @@ def make_crossner(
     model (Model[List[Doc], TaggerOutput]): the architecture, e.g. spacy_crossner.BiLSTMCRF.v1.
     target_domain (Optional[str]): the domain whose labels are predicted for a doc whose
         ``doc._.domain`` is unset. Defaults to the only domain when there is one.
+    domain_aliases (Dict[str, str]): domains without labels of their own, each mapped to the
+        labelled domain whose labels, head and CRF tag it (zero-shot and unsupervised
+        adaptation, e.g. ``{"ai": "conll2003"}``). Architectures that model domains (e.g. PGN's
+        domain embeddings) still see the doc's own domain.
     scorer (Optional[Callable]): scoring function (entity P/R/F overall and per type).
     """
-    return CrossNER(nlp.vocab, model, name, target_domain=target_domain, scorer=scorer)
+    return CrossNER(
+        nlp.vocab,
+        model,
+        name,
+        target_domain=target_domain,
+        domain_aliases=domain_aliases,
+        scorer=scorer,
+    )
 
 
 @registry.scorers("spacy_crossner.entity_scorer.v1")
@@ -128,6 +141,7 @@ class CrossNER(TrainablePipe):
         name: str = "crossner",
         *,
         target_domain: Optional[str] = None,
+        domain_aliases: Optional[Dict[str, str]] = None,
         scorer: Optional[Callable] = score_entities,
     ) -> None:
         self.vocab = vocab
@@ -137,6 +151,7 @@ class CrossNER(TrainablePipe):
         self.cfg: Dict[str, Any] = {
             "labels": {},
             "target_domain": target_domain,
+            "domain_aliases": dict(domain_aliases or {}),
             "build_config": {},
         }
         self._sync_model_attrs()
@@ -200,6 +215,10 @@ class CrossNER(TrainablePipe):
     def _sync_model_attrs(self) -> None:
         self.model.attrs["domain_tags"] = self.domain_tags()
         self.model.attrs["target_domain"] = self.default_domain()
+        self.model.attrs["domain_aliases"] = dict(self.cfg.get("domain_aliases") or {})
+
+    def _labelled_domain(self, domain: str) -> str:
+        return self.cfg.get("domain_aliases", {}).get(domain, domain)
 
     def default_domain(self) -> Optional[str]:
         """The domain of docs without ``doc._.domain``: target_domain, or the only domain."""
@@ -245,6 +264,7 @@ class CrossNER(TrainablePipe):
                 if not eg.reference.has_annotation("ENT_IOB"):
                     continue  # raw text: no labels to collect
                 domain = self._example_domain(eg)
+                self._check_not_aliased(domain)
                 self.cfg["labels"].setdefault(domain, [])
                 for ent in eg.reference.ents:
                     self.add_label(ent.label_, domain=domain)
@@ -255,6 +275,12 @@ class CrossNER(TrainablePipe):
             )
         for domain in self.cfg["labels"]:
             self.cfg["labels"][domain] = sorted(self.cfg["labels"][domain])
+        for alias, domain in self.cfg["domain_aliases"].items():
+            if domain not in self.cfg["labels"]:
+                raise ValueError(
+                    f"domain_aliases maps '{alias}' to '{domain}', which has no labels "
+                    f"(labelled domains: {sorted(self.cfg['labels'])})"
+                )
         self._sync_model_attrs()
         init_corpus = self.model.attrs.get("init_corpus")
         if init_corpus is not None:
@@ -270,6 +296,15 @@ class CrossNER(TrainablePipe):
                 )
         self.model.initialize(X=sample or None)
         self.cfg["build_config"] = dict(self.model.attrs["build_config"])
+
+    def _check_not_aliased(self, domain: str) -> None:
+        aliases = self.cfg["domain_aliases"]
+        if domain in aliases:
+            raise ValueError(
+                f"Labelled training data of domain '{domain}', which domain_aliases maps to "
+                f"'{aliases[domain]}': an aliased domain has no labels of its own. Remove it "
+                "from domain_aliases, or give its training data as raw text."
+            )
 
     def _example_domain(self, eg: Example) -> str:
         domain = get_domain(eg.reference) or get_domain(eg.predicted) or self.default_domain()
@@ -365,6 +400,7 @@ class CrossNER(TrainablePipe):
             _set_predicted_domain(eg, domain)
             if not eg.reference.has_annotation("ENT_IOB"):
                 continue
+            self._check_not_aliased(domain)
             if domain not in self.cfg["labels"]:
                 self.cfg["labels"][domain] = []
                 self._setup_model()
@@ -378,6 +414,15 @@ class CrossNER(TrainablePipe):
             else None
             for eg in batch
         ]
+        for eg, g in zip(batch, gold):
+            if g is None:
+                domain = self._labelled_domain(get_domain(eg.predicted))
+                if domain not in domain_tags:
+                    raise ValueError(
+                        f"Raw-text docs of domain '{domain}', which has no labels: map it to a "
+                        "labelled domain with domain_aliases in [components.crossner] "
+                        f"(labelled domains: {sorted(domain_tags)})."
+                    )
         set_dropout_rate(self.model, drop)
         output, backprop = self.model.begin_update(
             TrainingBatch([eg.predicted for eg in batch], gold)

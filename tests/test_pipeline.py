@@ -200,3 +200,20 @@ def test_nan_loss_is_an_error(trained):
     output.scores[0][:] = numpy.nan
     with pytest.raises(ValueError, match="training diverged"):
         pipe.get_loss(examples, output)
+
+
+def test_domain_aliases_tag_a_domain_with_another_domains_labels():
+    fix_random_seed(0)
+    nlp = blank_with({"model": SMALL_BILSTM, "target_domain": "ai", "domain_aliases": {"ai": "news"}})
+    train(nlp, make_examples(nlp, NEWS), n_iter=40)
+    pipe = nlp.get_pipe("crossner")
+    assert pipe.domains == ("news",)
+    as_ai = [("ai", words, ents) for _, words, ents in NEWS]
+    assert predicted_ents(nlp, as_ai) == gold_ents(NEWS)
+    assert [e.label_ for e in nlp("John Smith lives in London .").ents] == ["person", "location"]
+    # An aliased domain cannot also have labelled data.
+    with pytest.raises(ValueError, match="domain_aliases maps to 'news'"):
+        nlp.update(make_examples(nlp, AI[:1]))
+    bad = blank_with({"model": SMALL_BILSTM, "domain_aliases": {"ai": "music"}})
+    with pytest.raises(ValueError, match="maps 'ai' to 'music', which has no labels"):
+        bad.initialize(lambda: make_examples(bad, NEWS))

@@ -13,15 +13,15 @@ pipeline, from the component's cfg), so a layer that owns a torch module carries
 ``build_config`` saved at initialization, before weights are loaded or when labels are added.
 """
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
 from thinc.types import Floats2d
-from thinc.util import get_torch_default_device
+from thinc.util import get_torch_default_device, is_xp_array
 
-from ..domains import resolve_domains
+from ..domains import get_domain, resolve_domains
 from .pytorch_heads import DomainCRFs
 
 DomainTags = Dict[str, List[str]]
@@ -90,6 +90,7 @@ def build_crossner_model(
     *,
     use_crf: bool,
     extra_layers: Sequence[Model] = (),
+    extra_inputs: Optional[Callable[..., Dict[str, Any]]] = None,
 ) -> Model[List[Doc], TaggerOutput]:
     """Compose features, a torch emitter and optional per-domain CRFs into an architecture.
 
@@ -101,6 +102,11 @@ def build_crossner_model(
         all -1 for raw-text docs) and None at prediction; losses are already weighted.
     use_crf (bool): add a per-domain CRF layer (ref ``"crf"``).
     extra_layers (Sequence[Model]): further layers to serialize with the model.
+    extra_inputs (Optional[Callable]): ``f(model, docs, domains, is_train) -> dict`` computed
+        from the (non-empty) docs of a batch and passed to the emitter's forward as keyword
+        arguments (arrays become tensors on the emitter's device), e.g. word ids for a
+        language model or dictionary matches. ``domains`` are the docs' own domains (before
+        ``domain_aliases``).
     """
     emitter_layer = wrap_emitter(emitter)
     layers = [features, emitter_layer, *extra_layers]
@@ -115,7 +121,13 @@ def build_crossner_model(
         init=crossner_init,
         layers=layers,
         refs=refs,
-        attrs={"domain_tags": {}, "target_domain": None, "build_config": {}},
+        attrs={
+            "domain_tags": {},
+            "target_domain": None,
+            "domain_aliases": {},
+            "build_config": {},
+            "extra_inputs": extra_inputs,
+        },
         dims={"nI": None},
     )
 
@@ -146,7 +158,8 @@ def crossner_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
 
 def crossner_forward(model: Model, docs: List[Doc], is_train: bool):
     domain_tags = model.attrs["domain_tags"]
-    domains = resolve_domains(docs, domain_tags.keys(), model.attrs["target_domain"])
+    default = model.attrs["target_domain"]
+    domains = resolve_domains(docs, domain_tags.keys(), default, model.attrs["domain_aliases"])
     features, bp_features = model.get_ref("features")(docs, is_train)
     gold = getattr(docs, "gold", None)
     keep = [i for i, doc in enumerate(docs) if len(doc)]
@@ -156,8 +169,13 @@ def crossner_forward(model: Model, docs: List[Doc], is_train: bool):
     if keep:
         emitter = model.get_ref("emitter")
         kept_gold = [gold[i] for i in keep] if gold is not None else None
+        extra: Dict[str, Any] = {}
+        if model.attrs.get("extra_inputs") is not None:
+            kept_docs = [docs[i] for i in keep]
+            own = [get_domain(doc) or default for doc in kept_docs]
+            extra = model.attrs["extra_inputs"](model, kept_docs, own, is_train)
         (kept_scores, losses), bp_emitter = emitter(
-            ([features[i] for i in keep], [domains[i] for i in keep], kept_gold), is_train
+            ([features[i] for i in keep], [domains[i] for i in keep], kept_gold, extra), is_train
         )
         for i, s in zip(keep, kept_scores):
             scores[i] = s
@@ -190,7 +208,7 @@ def _setup_emitter(layer: Model, domain_tags: DomainTags, build_config: Dict[str
 
 
 def _emitter_inputs(model: Model, inputs, is_train: bool):
-    X, domains, gold = inputs
+    X, domains, gold, extra = inputs
     device = model.shims[0].device
     lengths = [x.shape[0] for x in X]
     Xt = xp2torch(model.ops.pad(X), requires_grad=is_train, device=device)
@@ -209,11 +227,14 @@ def _emitter_inputs(model: Model, inputs, is_train: bool):
             return [model.ops.alloc2f(*x.shape) for x in X]
         return model.ops.unpad(torch2xp(dX), lengths)
 
-    return ArgsKwargs(args=(Xt, lengths_t, domains), kwargs={"gold": gold_t}), backprop
+    kwargs = {"gold": gold_t}
+    for name, value in extra.items():
+        kwargs[name] = xp2torch(value, device=device) if is_xp_array(value) else value
+    return ArgsKwargs(args=(Xt, lengths_t, domains), kwargs=kwargs), backprop
 
 
 def _emitter_outputs(model: Model, inputs_outputs, is_train: bool):
-    (X, domains, _), (scores_t, losses_t) = inputs_outputs
+    (X, domains, _, _), (scores_t, losses_t) = inputs_outputs
     n_tags = model.attrs["n_tags"]
     lengths = [x.shape[0] for x in X]
     scores_xp = torch2xp(scores_t.detach())
