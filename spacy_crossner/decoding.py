@@ -4,7 +4,7 @@ Everything here is a pure function of numpy arrays, so it is tested on its own a
 every architecture. Invalid BIO sequences are made impossible by the constraints (an ``I-X`` can
 only follow ``B-X`` or ``I-X``), never patched after decoding.
 """
-from typing import List, Sequence, Tuple
+from typing import Callable, List, Sequence, Tuple
 
 import numpy
 
@@ -117,3 +117,81 @@ def tags_to_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
         if prefix in ("B", "I") and not continues:
             start, label = i, tag_label
     return spans
+
+
+def autoregressive_beam_search(
+    step: Callable[[int, numpy.ndarray, numpy.ndarray], numpy.ndarray],
+    lengths: Sequence[int],
+    allowed_start: numpy.ndarray,
+    allowed_transitions: numpy.ndarray,
+    beam_width: int = 1,
+) -> Tuple[List[List[int]], List[List[int]]]:
+    """Beam search (width 1 = greedy) for a model that scores one position at a time.
+
+    Sequences are ranked by the sum of their log-probabilities; a move the BIO constraints
+    forbid is never taken (it is not renormalised away: the model's probabilities are kept).
+    The model keeps its own state (e.g. an LSTM state carried along) per doc and beam slot.
+
+    step (Callable): ``step(t, parents, prev_tags) -> logp``. ``parents`` (N, W) ints: beam
+        slot of the previous step each slot continues (the model reorders its state by it);
+        ``prev_tags`` (N, W) ints: the tag each slot chose at ``t - 1`` (-1 at ``t = 0``);
+        ``logp`` (N, W, K): log-probabilities of the tags at position ``t``.
+    lengths (Sequence[int]): N sequence lengths; a doc's beams are frozen past its end.
+    allowed_start (ndarray): (N, K) bool, tags a sequence may start with (False for padding).
+    allowed_transitions (ndarray): (N, K, K) bool, indexed [doc, previous, next].
+    beam_width (int): W.
+    RETURNS (Tuple[List[List[int]], List[List[int]]]): per doc, the best tag sequence, and per
+        position the beam slot whose ``step`` scores produced its tag (to read the scores of
+        the chosen path back).
+    """
+    if beam_width < 1:
+        raise ValueError(f"beam_width must be at least 1, got {beam_width}")
+    n_seqs = len(lengths)
+    n_tags = allowed_start.shape[1]
+    width = beam_width
+    lengths_a = numpy.asarray(lengths, dtype="int64")
+    scores = numpy.full((n_seqs, width), -numpy.inf)
+    scores[:, 0] = 0.0  # one live beam at the start: the others would be its copies
+    parents = numpy.zeros((n_seqs, width), dtype="int64")
+    tags = numpy.full((n_seqs, width), -1, dtype="int64")
+    keep = numpy.broadcast_to(numpy.arange(width), (n_seqs, width))
+    doc_idx = numpy.arange(n_seqs)[:, None]
+    hist_tags, hist_parents = [], []
+    for t in range(int(lengths_a.max(initial=0))):
+        logp = numpy.asarray(step(t, parents, tags), dtype="float64")
+        if t == 0:
+            allowed = numpy.broadcast_to(allowed_start[:, None, :], logp.shape)
+        else:
+            allowed = allowed_transitions[doc_idx, numpy.maximum(tags, 0)]
+        cand = numpy.where(allowed, scores[:, :, None] + logp, -numpy.inf)
+        cand = cand.reshape(n_seqs, width * n_tags)
+        # Stable sort: among equal scores the first wins, so width 1 is exactly argmax.
+        order = numpy.argsort(-cand, axis=1, kind="stable")[:, :width]
+        active = (t < lengths_a)[:, None]
+        scores = numpy.where(active, numpy.take_along_axis(cand, order, axis=1), scores)
+        parents = numpy.where(active, order // n_tags, keep)
+        tags = numpy.where(active, order % n_tags, tags)
+        hist_tags.append(tags)
+        hist_parents.append(parents)
+    best_tags, best_rows = [], []
+    for i, length in enumerate(lengths_a):
+        slot = int(numpy.argmax(scores[i]))
+        seq, rows = [], []
+        for t in range(int(length) - 1, -1, -1):
+            seq.append(int(hist_tags[t][i, slot]))
+            slot = int(hist_parents[t][i, slot])
+            rows.append(slot)
+        best_tags.append(seq[::-1])
+        best_rows.append(rows[::-1])
+    return best_tags, best_rows
+
+
+def autoregressive_greedy(
+    step: Callable[[int, numpy.ndarray, numpy.ndarray], numpy.ndarray],
+    lengths: Sequence[int],
+    allowed_start: numpy.ndarray,
+    allowed_transitions: numpy.ndarray,
+) -> Tuple[List[List[int]], List[List[int]]]:
+    """Greedy autoregressive decoding: :func:`autoregressive_beam_search` with width 1 (the
+    best allowed tag at each position, fed back to the model)."""
+    return autoregressive_beam_search(step, lengths, allowed_start, allowed_transitions, 1)

@@ -61,8 +61,8 @@ def dapt_command(
     One process (CPU or one GPU): python -m spacy_crossner dapt CORPUS OUTPUT_DIR.
     Several processes (GPUs, or CPU with gloo): torchrun --nproc_per_node 2 -m spacy_crossner
     dapt CORPUS OUTPUT_DIR, or accelerate launch --multi_gpu --num_processes 2 -m spacy_crossner
-    dapt CORPUS OUTPUT_DIR (--multi_gpu also on CPU). --batch-size is per process. Ends with a summary: tokens seen and the held-out
-    masked-LM loss before and after.
+    dapt CORPUS OUTPUT_DIR (--multi_gpu also on CPU). --batch-size is per process. Ends with a
+    summary: tokens seen and the held-out masked-LM loss before and after.
     """
     from .train import format_summary, run_dapt
 
