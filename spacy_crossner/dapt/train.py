@@ -125,7 +125,7 @@ def load_tokenizer(model: str):
     try:
         tokenizer = AutoTokenizer.from_pretrained(model)
     except Exception as err:  # transformers raises OSError, ValueError, TypeError, KeyError...
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0].rstrip(".")
         raise DaptInputError(
             f"Cannot load a tokenizer from '{model}': {reason}. A model directory needs its "
             "tokenizer files (e.g. tokenizer.json or vocab.txt, tokenizer_config.json); save them "
@@ -149,7 +149,7 @@ def load_model(model: str):
     try:
         mlm, info = AutoModelForMaskedLM.from_pretrained(model, output_loading_info=True)
     except Exception as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0].rstrip(".")
         raise DaptInputError(f"Cannot load a masked-LM model from '{model}': {reason}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
