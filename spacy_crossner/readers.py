@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 from spacy.language import Language
-from spacy.tokens import Doc, DocBin
+from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.util import registry
 
+from .docbin import read_docbin
 from .domains import get_domain, set_domain
 
 logger = logging.getLogger("spacy_crossner")
@@ -183,7 +184,7 @@ def _read_docbins(nlp: Language, path: Path) -> Iterator[Doc]:
     if not files:
         raise ValueError(f"No .spacy files in {path}")
     for file in files:
-        yield from DocBin().from_disk(file).get_docs(nlp.vocab)
+        yield from read_docbin(file, nlp.vocab)
 
 
 def _read_text_lines(nlp: Language, path: Path) -> Iterator[Doc]:
