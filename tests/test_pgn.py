@@ -188,7 +188,7 @@ def test_uda_coupling_moves_the_untrained_target_ner_pair():
     t = {k: v.detach() for k, v in gen.task_embeddings.items()}
     expected = torch.zeros_like(before)
     for (dom, task), g in zip(trained, grads):
-        expected -= lr * float(t[NER] @ t[task]) * float(row(gen, "tgt") @ row(gen, dom)) * g.detach()
+        expected -= lr * float(t[NER] @ t[task]) * float(row(gen, "tgt").detach() @ row(gen, dom).detach()) * g.detach()
     assert not torch.allclose(before, after)
     assert torch.allclose(after - before, expected, atol=1e-5)
 
