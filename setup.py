@@ -13,6 +13,7 @@ ENTRY_POINTS = {
         "spacy_crossner.WordCharEmbed.v1 = spacy_crossner.models.embed:build_word_char_embed",
         "spacy_crossner.BiLSTMCRF.v1 = spacy_crossner.models.bilstm_crf:build_bilstm_crf",
         "spacy_crossner.TransformerTagger.v1 = spacy_crossner.models.transformer_tagger:build_transformer_tagger",
+        "spacy_crossner.MoEE.v1 = spacy_crossner.models.moee:build_moee",
         "spacy_crossner.LabelAwareTagger.v1 = spacy_crossner.models.label_aware:build_label_aware_tagger",
         "spacy_crossner.MultiCellLSTM.v1 = spacy_crossner.models.multi_cell:build_multi_cell_lstm",
         "spacy_crossner.PGNBiLSTM.v1 = spacy_crossner.models.pgn:build_pgn_bilstm",

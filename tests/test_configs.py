@@ -14,7 +14,10 @@ from util import AI, NEWS, make_doc
 
 CONFIGS = Path(__file__).parents[1] / "configs"
 ALL_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg"))
-STAGES = {"bilstm_finetune.cfg": "bilstm_pretrain.cfg", "trf_finetune.cfg": "trf_pretrain.cfg"}
+# configs whose name does not start with ARCH_SETTING
+SETTINGS = {"multi_cell_sda.cfg": "joint", "multi_cell_sda_trf.cfg": "joint", "multi_cell_uda.cfg": "zero"}
+STAGES = {"bilstm_finetune.cfg": "bilstm_pretrain.cfg", "trf_finetune.cfg": "trf_pretrain.cfg",
+          "label_aware_target.cfg": "label_aware_source.cfg"}
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +31,10 @@ def data(tmp_path_factory):
             db.add(make_doc(nlp, words, ents, domain))
         paths[f"{name}_train"] = paths[f"{name}_dev"] = str(root / f"{name}.spacy")
         db.to_disk(root / f"{name}.spacy")
+    # unsupervised adaptation: the target's text as raw text (the reader drops its entities)
+    # and the shared entity dictionary
+    paths["target_raw"] = paths["target_train"]
+    paths["dictionary"] = str(Path(__file__).parents[2] / "shared" / "data" / "dictionaries" / "conll2003")
     return paths
 
 
@@ -76,10 +83,13 @@ def test_config_initializes_and_trains(name, trained):
     out = trained(name)
     nlp = spacy.load(out / "model-best")
     pipe = nlp.get_pipe("crossner")
-    setting = name.split("_")[1].replace(".cfg", "")
-    expected_domains = {"target": {"ai"}, "joint": {"news", "ai"}, "pretrain": {"news"}, "finetune": {"news", "ai"}}
+    setting = SETTINGS.get(name) or name.split("_")[1].replace(".cfg", "")
+    expected_domains = {"target": {"ai"}, "joint": {"news", "ai"}, "pretrain": {"news"}, "finetune": {"news", "ai"},
+                        "zero": {"conll2003"}, "sda": {"news", "ai"}, "uda": {"conll2003"}}
     assert set(pipe.domains) == expected_domains[setting]
-    if "pretrain" not in name:
+    if setting in ("zero", "uda"):  # zero-resource / unsupervised: source only, targets tagged through domain_aliases
+        assert pipe.cfg["domain_aliases"]["ai"] == "conll2003"
+    elif "pretrain" not in name:
         assert pipe.target_domain == "ai"
         assert "product" in pipe.label_data["ai"]
     doc = nlp("Google released TensorFlow .")
