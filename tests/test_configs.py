@@ -15,7 +15,8 @@ from util import AI, NEWS, make_doc
 CONFIGS = Path(__file__).parents[1] / "configs"
 ALL_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg"))
 # configs whose name does not start with ARCH_SETTING
-SETTINGS = {"multi_cell_sda.cfg": "joint", "multi_cell_sda_trf.cfg": "joint", "multi_cell_uda.cfg": "zero"}
+SETTINGS = {"multi_cell_sda.cfg": "joint", "multi_cell_sda_trf.cfg": "joint", "multi_cell_uda.cfg": "zero",
+            "pgn_sda.cfg": "joint", "pgn_uda.cfg": "zero"}
 STAGES = {"bilstm_finetune.cfg": "bilstm_pretrain.cfg", "trf_finetune.cfg": "trf_pretrain.cfg",
           "label_aware_target.cfg": "label_aware_source.cfg"}
 
@@ -34,6 +35,7 @@ def data(tmp_path_factory):
     # unsupervised adaptation: the target's text as raw text (the reader drops its entities)
     # and the shared entity dictionary
     paths["target_raw"] = paths["target_train"]
+    paths["source_raw"] = paths["source_train"]
     paths["dictionary"] = str(Path(__file__).parents[2] / "shared" / "data" / "dictionaries" / "conll2003")
     return paths
 
