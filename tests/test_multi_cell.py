@@ -88,9 +88,11 @@ def test_shapes_and_attention_sums_to_one():
     assert out["states"].shape == (2, 3, 5, l, 8)
     assert out["alpha"].shape == (2, 3, 5, l)
     alpha = out["alpha"]
+    real = torch.arange(5)[None, :] < lengths[:, None]  # (B, T)
     for a in (alpha[0], alpha[1], alpha.mean(0)):
         assert torch.all(a >= 0)
-        assert torch.allclose(a.sum(-1), torch.ones(3, 5), atol=1e-6)
+        assert torch.allclose(a.sum(-1)[real], torch.ones(int(real.sum())), atol=1e-6)
+        assert torch.all(a[~real] == 0)  # padding: no attention at all
     # a news sentence gives no weight to ai-only cells
     news_only = [i for i, k in enumerate(out["cells"].tolist()) if k not in emitter.domain_cells["news"]]
     assert torch.all(alpha[:, 1, :, news_only] == 0)
@@ -106,7 +108,7 @@ def test_one_cell_attention_is_one_and_merges_that_cell():
     random_init(emitter)
     X = torch.randn(2, 4, 12)
     out = emitter.encode(X, torch.tensor([4, 2]), ["only", "only"])
-    assert torch.all(out["alpha"] == 1.0)
+    assert torch.all(out["alpha"][:, 0] == 1.0) and torch.all(out["alpha"][:, 1, :2] == 1.0)
     # with alpha = 1, m = c_1: the C cell's memory follows the single ET cell's
     h_ref, _ = reference_direction(emitter, X[0], 0, "only")
     assert torch.allclose(out["h"][0, 0], h_ref, atol=1e-5)
@@ -254,8 +256,8 @@ def test_code_init_gives_uniform_attention_before_training():
     emitter = make_emitter()
     out = emitter.encode(torch.randn(2, 6, 12), torch.tensor([6, 4]), ["ai", "news"])
     mask = out["mask"]
-    for b in range(2):
-        a = out["alpha"][:, b, :, mask[b]]
+    for b, n in enumerate([6, 4]):
+        a = out["alpha"][:, b, :n, mask[b]]
         assert torch.allclose(a, torch.full_like(a, 1.0 / int(mask[b].sum())), atol=1e-6)
 
 

@@ -169,22 +169,33 @@ class MultiCellEncoder(nn.Module):
             place of Q (the code's source-domain attention).
         RETURNS: h (2, B, T, d) hidden states (direction 1 already back in text order), states
             (2, B, T, l, d) ET cell memories c_k, alpha (2, B, T, l) attention weights (0 on
-            masked cells), scores (2, B, T, l) attention scores I_k (-inf on masked cells).
+            masked cells), scores (2, B, T, l) attention scores I_k (-inf on masked cells); all
+            zero at padding positions.
         """
         B, T, D = X.shape
         d = self.width
         l = cells.shape[0]
         device = X.device
-        rev = _reverse_index(lengths.to(device), T)  # (B, T), its own inverse
+        lengths = lengths.to(device)
+        rev = _reverse_index(lengths, T)  # (B, T), its own inverse
         X2 = torch.stack([X, X.gather(1, rev[:, :, None].expand(-1, -1, D))])  # (2, B, T, D)
+        # Sentences sorted longest first run as a shrinking batch: at step t only the n_t
+        # sentences longer than t are computed (padding costs nothing, as with packed LSTMs).
+        order = torch.argsort(lengths, descending=True, stable=True)
+        steps = torch.bincount(lengths.cpu(), minlength=T + 1).flip(0).cumsum(0).flip(0)[1:].tolist()
+        steps = [n for n in steps if n > 0]  # n_t for t < max length
+        flat = torch.cat([t * B + torch.arange(n, device=device) for t, n in enumerate(steps)])
+        X_tm = X2.index_select(1, order).transpose(1, 2).reshape(2, T * B, D)  # time-major
         # fused weights of the gathered ET cells and the C cell: (2, D, G), G = 2dl + 3d
         w_in = torch.cat([self.et_in_w.index_select(2, cells).reshape(2, D, l * 2 * d), self.c_in_w], 2)
         b_in = torch.cat([self.et_in_b.index_select(1, cells).reshape(2, l * 2 * d), self.c_in_b], 1)
         w_rec = torch.cat([self.et_rec_w.index_select(2, cells).reshape(2, d, l * 2 * d), self.c_rec_w], 2)
-        # (1) all input projections: one batched GEMM (2, B*T, D) x (2, D, G)
-        x_proj = torch.baddbmm(b_in[:, None, :], X2.reshape(2, B * T, D), w_in).view(2, B, T, -1)
+        # (1) all input projections: one batched GEMM (2, N real tokens, D) x (2, D, G), split
+        # into one tensor per step
+        x_steps = torch.baddbmm(b_in[:, None, :], X_tm.index_select(1, flat), w_in).split(steps, 1)
         # attention parameters; the code's source sets use P for Q (their Q gets no gradient)
         q_all = torch.where(q_is_p.to(device)[:, None, None, None], self.att_p, self.att_q)
+        sets = sets.to(device).index_select(0, order)
         set_ids = torch.unique(sets)
         shared = set_ids.numel() == 1
         if shared:
@@ -193,48 +204,51 @@ class MultiCellEncoder(nn.Module):
             Q = q_all[s].transpose(1, 2)  # (2, d, a)
             v = self.att_v[s][:, None, :, None]  # (2, 1, a, 1)
         else:
-            sets = sets.to(device)
             P = self.att_p.index_select(0, sets).transpose(0, 1)  # (2, B, a, d)
             Q = q_all.index_select(0, sets).transpose(0, 1)  # (2, B, a, d)
             v = self.att_v.index_select(0, sets).transpose(0, 1)[:, :, None, :, None]  # (2, B, 1, a, 1)
-        blocked = ~cell_mask.to(device)[None, :, :]  # (1, B, l)
+        cell_mask = cell_mask.to(device).index_select(0, order)
+        blocked = None if bool(cell_mask.all()) else ~cell_mask[None, :, :]  # (1, B, l)
         h = X.new_zeros((2, B, d))
         c = X.new_zeros((2, B, d))
         hs, cks, alphas, scores = [], [], [], []
-        for t in range(T):
-            # (2) one recurrent GEMM per step for all cells, both directions: (2, B, G)
-            g = x_proj[:, :, t] + torch.bmm(h, w_rec)
-            et = g[..., : l * 2 * d].view(2, B, l, 2 * d)
+        for t, n in enumerate(steps):
+            h, c = h[:, :n], c[:, :n]
+            # (2) one recurrent GEMM per step for all cells, both directions: (2, n, G)
+            g = torch.baddbmm(x_steps[t], h, w_rec)
+            et = g[..., : l * 2 * d].view(2, n, l, 2 * d)
             i_k = torch.sigmoid(et[..., :d])
-            c_k = i_k * torch.tanh(et[..., d:]) + (1 - i_k) * c[:, :, None, :]  # (2, B, l, d)
+            c_k = i_k * torch.tanh(et[..., d:]) + (1 - i_k) * c[:, :, None, :]  # (2, n, l, d)
             c_i, c_o, c_bar = g[..., l * 2 * d :].split(d, dim=-1)
             c_i, c_o, c_bar = torch.sigmoid(c_i), torch.sigmoid(c_o), torch.tanh(c_bar)
             # (3) additive attention, batched over cells
             if shared:
-                pc = torch.bmm(c_bar, P)  # (2, B, a)
-                qc = torch.bmm(c_k.reshape(2, B * l, d), Q).view(2, B, l, -1)
+                pc = torch.bmm(c_bar, P)  # (2, n, a)
+                qc = torch.bmm(c_k.reshape(2, n * l, d), Q).view(2, n, l, -1)
                 score = torch.matmul(torch.tanh(pc[:, :, None, :] + qc), v).squeeze(-1)
             else:
-                pc = torch.einsum("zbad,zbd->zba", P, c_bar)
-                qc = torch.einsum("zbad,zbld->zbla", Q, c_k)
-                score = torch.matmul(torch.tanh(pc[:, :, None, :] + qc)[..., None, :], v).flatten(2)
-            score = score.masked_fill(blocked, float("-inf"))  # (2, B, l)
+                pc = torch.einsum("zbad,zbd->zba", P[:, :n], c_bar)
+                qc = torch.einsum("zbad,zbld->zbla", Q[:, :n], c_k)
+                score = torch.matmul(torch.tanh(pc[:, :, None, :] + qc)[..., None, :], v[:, :n]).flatten(2)
+            if blocked is not None:
+                score = score.masked_fill(blocked[:, :n], float("-inf"))  # (2, n, l)
             alpha = torch.softmax(score, dim=-1)
-            m = (alpha[..., None] * c_k).sum(2)  # (2, B, d)
+            m = (alpha[..., None] * c_k).sum(2)  # (2, n, d)
             c = c_i * m + (1 - c_i) * c
             h = c_o * torch.tanh(c)
             hs.append(h)
             cks.append(c_k)
             alphas.append(alpha)
             scores.append(score)
-        out = {
-            "h": torch.stack(hs, 2),
-            "states": torch.stack(cks, 2),
-            "alpha": torch.stack(alphas, 2),
-            "scores": torch.stack(scores, 2),
-        }
-        # direction 1 ran over reversed sentences: put it back in text order
-        for key, value in out.items():
+        unsort = torch.empty_like(order)
+        unsort[order] = torch.arange(B, device=device)
+        out = {}
+        for key, parts in (("h", hs), ("states", cks), ("alpha", alphas), ("scores", scores)):
+            packed = torch.cat(parts, 1)  # (2, N, ...)
+            # padding positions hold zeros
+            value = packed.new_zeros((2, T * B, *packed.shape[2:])).index_copy(1, flat, packed)
+            value = value.view(2, T, B, *packed.shape[2:]).transpose(1, 2).index_select(1, unsort)
+            # direction 1 ran over reversed sentences: put it back in text order
             index = rev.view(B, T, *([1] * (value.dim() - 3))).expand(*value.shape[1:])
             out[key] = torch.stack([value[0], value[1].gather(1, index)])
         return out
