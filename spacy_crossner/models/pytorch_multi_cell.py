@@ -159,6 +159,7 @@ class MultiCellEncoder(nn.Module):
         cell_mask: torch.Tensor,
         sets: torch.Tensor,
         q_is_p: torch.Tensor,
+        keep_states: bool = True,
     ) -> Dict[str, torch.Tensor]:
         """Run both directions.
 
@@ -167,6 +168,7 @@ class MultiCellEncoder(nn.Module):
         cell_mask: (B, l) bool, True where the sentence's domain owns the gathered cell.
         sets: (B,) attention set of each sentence; q_is_p: (n_sets,) bool, sets that use P in
             place of Q (the code's source-domain attention).
+        keep_states (bool): also return states, alpha and scores (False at prediction: only h).
         RETURNS: h (2, B, T, d) hidden states (direction 1 already back in text order), states
             (2, B, T, l, d) ET cell memories c_k, alpha (2, B, T, l) attention weights (0 on
             masked cells), scores (2, B, T, l) attention scores I_k (-inf on masked cells); all
@@ -204,9 +206,15 @@ class MultiCellEncoder(nn.Module):
             Q = q_all[s].transpose(1, 2)  # (2, d, a)
             v = self.att_v[s][:, None, :, None]  # (2, 1, a, 1)
         else:
-            P = self.att_p.index_select(0, sets).transpose(0, 1)  # (2, B, a, d)
-            Q = q_all.index_select(0, sets).transpose(0, 1)  # (2, B, a, d)
-            v = self.att_v.index_select(0, sets).transpose(0, 1)[:, :, None, :, None]  # (2, B, 1, a, 1)
+            # several sets in the batch (mixed domains): score every token with each present
+            # set in one GEMM, then keep its own set's scores (the others get exactly zero
+            # gradient from it); cheaper than per-sentence matrix-vector products
+            S = set_ids.numel()
+            a = self.att_width
+            P = self.att_p.index_select(0, set_ids).permute(1, 3, 0, 2).reshape(2, d, S * a)
+            Q = q_all.index_select(0, set_ids).permute(1, 3, 0, 2).reshape(2, d, S * a)
+            v = self.att_v.index_select(0, set_ids).transpose(0, 1)  # (2, S, a)
+            own = (sets[:, None] == set_ids[None, :]).to(X.dtype)  # (B, S) one-hot
         cell_mask = cell_mask.to(device).index_select(0, order)
         blocked = None if bool(cell_mask.all()) else ~cell_mask[None, :, :]  # (1, B, l)
         h = X.new_zeros((2, B, d))
@@ -227,9 +235,10 @@ class MultiCellEncoder(nn.Module):
                 qc = torch.bmm(c_k.reshape(2, n * l, d), Q).view(2, n, l, -1)
                 score = torch.matmul(torch.tanh(pc[:, :, None, :] + qc), v).squeeze(-1)
             else:
-                pc = torch.einsum("zbad,zbd->zba", P[:, :n], c_bar)
-                qc = torch.einsum("zbad,zbld->zbla", Q[:, :n], c_k)
-                score = torch.matmul(torch.tanh(pc[:, :, None, :] + qc)[..., None, :], v[:, :n]).flatten(2)
+                pc = torch.bmm(c_bar, P).view(2, n, 1, S, a)
+                qc = torch.bmm(c_k.reshape(2, n * l, d), Q).view(2, n, l, S, a)
+                score_all = (torch.tanh(pc + qc) * v[:, None, None]).sum(-1)  # (2, n, l, S)
+                score = (score_all * own[None, :n, None, :]).sum(-1)
             if blocked is not None:
                 score = score.masked_fill(blocked[:, :n], float("-inf"))  # (2, n, l)
             alpha = torch.softmax(score, dim=-1)
@@ -237,13 +246,15 @@ class MultiCellEncoder(nn.Module):
             c = c_i * m + (1 - c_i) * c
             h = c_o * torch.tanh(c)
             hs.append(h)
-            cks.append(c_k)
-            alphas.append(alpha)
-            scores.append(score)
+            if keep_states:
+                cks.append(c_k)
+                alphas.append(alpha)
+                scores.append(score)
         unsort = torch.empty_like(order)
         unsort[order] = torch.arange(B, device=device)
         out = {}
-        for key, parts in (("h", hs), ("states", cks), ("alpha", alphas), ("scores", scores)):
+        outputs = (("h", hs), ("states", cks), ("alpha", alphas), ("scores", scores))
+        for key, parts in outputs if keep_states else outputs[:1]:
             packed = torch.cat(parts, 1)  # (2, N, ...)
             # padding positions hold zeros
             value = packed.new_zeros((2, T * B, *packed.shape[2:])).index_copy(1, flat, packed)
@@ -407,12 +418,15 @@ class MultiCellEmitter(nn.Module):
 
     # -- forward ------------------------------------------------------------------------------
 
-    def encode(self, X: torch.Tensor, lengths: torch.Tensor, domains: List[str]) -> Dict[str, torch.Tensor]:
+    def encode(
+        self, X: torch.Tensor, lengths: torch.Tensor, domains: List[str], keep_states: bool = True
+    ) -> Dict[str, torch.Tensor]:
         """Encoder outputs for a batch (see MultiCellEncoder.forward), plus the batch's cells."""
         device = X.device
         cells, mask, sets, position = self.batch_cells(domains)
         out = self.encoder(
-            self.dropout(X), lengths, cells.to(device), mask.to(device), sets.to(device), self._q_is_p()
+            self.dropout(X), lengths, cells.to(device), mask.to(device), sets.to(device), self._q_is_p(),
+            keep_states=keep_states,
         )
         out.update(cells=cells.to(device), mask=mask.to(device), position=position.to(device))
         return out
@@ -429,7 +443,7 @@ class MultiCellEmitter(nn.Module):
         """X: (B, T, nI); lengths (B,) CPU; gold (B, T) tag ids (-1 unknown / raw text);
         lm_ids (B, T) LM word ids (-1 padding); dict_types (B, T) inventory ids of dictionary
         matches (-1 = no match). RETURNS: scores (B, T, K_max), weighted losses."""
-        out = self.encode(X, lengths, domains)
+        out = self.encode(X, lengths, domains, keep_states=gold is not None)
         h = out["h"]  # (2, B, T, d)
         B, T = X.shape[:2]
         hidden = torch.cat([h[0], h[1]], -1)  # (B, T, 2d)
