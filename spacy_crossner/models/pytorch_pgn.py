@@ -127,6 +127,11 @@ class ParameterGenerator(nn.Module):
         return tuple(key)
 
 
+def _clear_cache_after_load(module: "PGNEmitter", incompatible_keys) -> None:
+    # a module-level function, not a lambda: the module stays picklable (nlp.pipe n_process>1)
+    module.clear_cache()
+
+
 class PGNEmitter(nn.Module):
     """Generated BiLSTMs for NER and language modelling, a linear head per labelled domain.
 
@@ -172,7 +177,8 @@ class PGNEmitter(nn.Module):
         self.n_generated = 0  # pairs generated so far (tests check "once per step")
         self._cache: Dict[Pair, List[torch.Tensor]] = {}
         self._cache_key: Optional[Tuple] = None
-        self.register_load_state_dict_post_hook(lambda module, keys: module.clear_cache())
+        # loading weights (from_bytes/from_disk, thinc's use_params) invalidates the cache
+        self.register_load_state_dict_post_hook(_clear_cache_after_load)
 
     # -- sizes --------------------------------------------------------------------------------
 
@@ -264,12 +270,17 @@ class PGNEmitter(nn.Module):
         pairs = [(own[i], NER) for i in ner_rows] + [(own[i], LM) for i in lm_rows]
         weights = self.generate(pairs) if pairs else {}
 
-        hidden = X.new_zeros((B, X.shape[1], 2 * self.hidden_size))
-        for domain in sorted({own[i] for i in ner_rows}):
-            idx = [i for i in ner_rows if own[i] == domain]
-            idx_t = torch.tensor(idx, device=X.device)
-            states = run_bilstm(X.index_select(0, idx_t), lengths[idx], weights[(domain, NER)], self.training)
-            hidden = hidden.index_put((idx_t,), states)
+        ner_domains = sorted({own[i] for i in ner_rows})
+        if len(ner_domains) == 1 and len(ner_rows) == B:
+            # one domain, no raw text (e.g. prediction): the plain BiLSTM-CRF computation
+            hidden = run_bilstm(X, lengths, weights[(ner_domains[0], NER)], self.training)
+        else:
+            hidden = X.new_zeros((B, X.shape[1], 2 * self.hidden_size))
+            for domain in ner_domains:
+                idx = [i for i in ner_rows if own[i] == domain]
+                idx_t = torch.tensor(idx, device=X.device)
+                states = run_bilstm(X.index_select(0, idx_t), lengths[idx], weights[(domain, NER)], self.training)
+                hidden = hidden.index_put((idx_t,), states)
         scores = self.heads(self.dropout(hidden), domains)
         if gold is not None:
             scale = [self._ner_weight(own[i], target_domain) for i in range(B)]
