@@ -27,7 +27,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..decoding import OUTSIDE, allowed_moves, autoregressive_beam_search
 
@@ -36,17 +35,28 @@ INVENTORY_KEY = "label_aware_tags"
 NEG_INF = float("-inf")
 
 
-def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor, n_buckets: int = 4) -> torch.Tensor:
     """A unidirectional LSTM over right-padded sequences, from a zero state.
 
-    inputs: (N, T, d_in); lengths: (N,) all >= 1.
+    inputs: (N, T, d_in); lengths: (N,) CPU, all >= 1.
     RETURNS: (N, T, h) outputs, zero past each length.
+    Output t only reads inputs 0..t, so right padding needs no packing (packing makes torch's
+    CPU backward fill a zero tensor of the whole packed batch at every step). Rows are run in
+    a few length buckets, each cut to its longest row, so padding costs little compute.
     """
-    packed = pack_padded_sequence(
-        inputs, lengths.cpu(), batch_first=True, enforce_sorted=False
-    )
-    out, _ = lstm(packed)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=inputs.shape[1])
+    N, T, _ = inputs.shape
+    lengths = lengths.cpu()
+    bounds = torch.quantile(
+        lengths.double(), torch.linspace(0, 1, n_buckets + 1, dtype=torch.float64)[1:]
+    ).ceil().long().unique().tolist()
+    out = inputs.new_zeros((N, T, lstm.hidden_size))
+    low = 0
+    for high in bounds:
+        rows = ((lengths > low) & (lengths <= high)).nonzero()[:, 0].to(inputs.device)
+        if len(rows):
+            result, _ = lstm(inputs[rows, :high])  # (n_rows, high, h)
+            out = out.index_put((rows,), nn.functional.pad(result, (0, 0, 0, T - high)))
+        low = high
     return out
 
 
@@ -272,9 +282,10 @@ class LabelAwareEmitter(nn.Module):
             h = self.hidden_width
             F_rev = F[b_idx[:, None], src.clamp(min=0)]  # (N, n, h): F at slot i - t
             E = torch.cat([F_rev, R], dim=-1)  # (N, n, 2h): E^{(i)} in reversed order
-            scores = torch.bmm(E, r[:, :, None])[:, :, 0]  # (N, n)
+            # Many tiny products: broadcasting beats bmm's per-matrix overhead on CPU.
+            scores = (E * r[:, None, :]).sum(-1)  # (N, n)
             beta = torch.softmax(scores.masked_fill(~rev_valid, NEG_INF), dim=-1)  # Eq 8
-            ec = torch.bmm(beta[:, None, :], E)[:, 0]  # (N, 2h)
+            ec = (beta[:, :, None] * E).sum(1)  # (N, 2h)
             Ec = H.new_zeros((B, n, 2 * h)).index_put((b_idx, i_idx), ec)
             parts.append(Ec)
         Wo, bo = self.output_layer()
@@ -351,6 +362,10 @@ class LabelAwareEmitter(nn.Module):
         }
         history: List[torch.Tensor] = []
         base = torch.arange(B, device=device)[:, None] * W
+        row_lengths = lengths.repeat_interleave(W)
+
+        def active_rows(t: int) -> torch.Tensor:
+            return (row_lengths > t).nonzero()[:, 0].to(device)
 
         def step(t: int, parents: numpy.ndarray, prev_tags: numpy.ndarray) -> numpy.ndarray:
             rows = (base + torch.as_tensor(parents, device=device)).reshape(-1)
@@ -366,23 +381,27 @@ class LabelAwareEmitter(nn.Module):
             state["S"][:, t] = s
             f, (state["h"], state["c"]) = self.lstm_fwd(s[:, None], (h0, c0))
             state["F"][:, t] = f[:, 0]
+            # Only docs not yet finished need the rest (their rows: act); others get zeros.
+            act = active_rows(t)
+            s_act = s[act]
             if self.use_lc:
-                back, _ = self.lstm_bwd(state["S"][:, : t + 1].flip(1))  # (B*W, t+1, h)
+                back, _ = self.lstm_bwd(state["S"][act, : t + 1].flip(1))  # (Na, t+1, h)
             else:
-                back, _ = self.lstm_bwd(s[:, None])
-            q = torch.cat([f[:, 0], back[:, 0]], dim=-1)  # (B*W, 2h)
-            Ht = H[:, t].repeat_interleave(W, dim=0)  # (B*W, d1)
-            u = [Ht]
+                back, _ = self.lstm_bwd(s_act[:, None])
+            q = torch.cat([f[act, 0], back[:, 0]], dim=-1)  # (Na, 2h)
+            u = [H[:, t].repeat_interleave(W, dim=0)[act]]  # h_t: (Na, d1)
             if self.use_lb:
-                g = self.w2(q).view(B, W, d1)
+                g = H.new_zeros((B * W, d1)).index_put((act,), self.w2(q)).view(B, W, d1)
                 att = torch.bmm(g, H.transpose(1, 2)).masked_fill(~key_mask[:, None, :], NEG_INF)
-                u.append(torch.bmm(torch.softmax(att, dim=-1), H).view(B * W, d1))
+                u.append(torch.bmm(torch.softmax(att, dim=-1), H).view(B * W, d1)[act])
             if self.use_lc:
-                r = self.w3(torch.cat(u, dim=-1))  # (B*W, 2h)
-                E = torch.cat([state["F"][:, : t + 1].flip(1), back], dim=-1)  # reversed slots
-                beta = torch.softmax(torch.bmm(E, r[:, :, None])[:, :, 0], dim=-1)
-                u.append(torch.bmm(beta[:, None, :], E)[:, 0])
-            logits = torch.gather(torch.cat(u, dim=-1) @ Wo.t() + bo, 1, rows_idx)  # (B*W, K)
+                r = self.w3(torch.cat(u, dim=-1))  # (Na, 2h)
+                E = torch.cat([state["F"][act, : t + 1].flip(1), back], dim=-1)  # reversed slots
+                beta = torch.softmax((E * r[:, None, :]).sum(-1), dim=-1)
+                u.append((beta[:, :, None] * E).sum(1))
+            logits = H.new_zeros((B * W, K)).index_put(
+                (act,), torch.gather(torch.cat(u, dim=-1) @ Wo.t() + bo, 1, rows_idx[act])
+            )
             history.append(logits.view(B, W, K))
             logp = torch.log_softmax(logits.masked_fill(~rows_valid, NEG_INF), dim=-1)
             return logp.view(B, W, K).detach().cpu().numpy()
