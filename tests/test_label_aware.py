@@ -436,6 +436,17 @@ def test_two_stages_carry_shared_label_embeddings():
     assert predicted_ents(reloaded, AI) == gold_ents(AI)
 
 
+def test_domain_aliases_predict_with_the_aliased_domains_labels():
+    fix_random_seed(0)
+    model = {"@architectures": "spacy_crossner.LabelAwareTagger.v1", "label_width": 16,
+             "hidden_width": 16, "tok2vec": TINY_TOK2VEC}
+    nlp = blank_with({"model": model, "target_domain": "ai", "domain_aliases": {"ai": "news"}})
+    train(nlp, make_examples(nlp, NEWS), n_iter=40)
+    assert nlp.get_pipe("crossner").domains == ("news",)
+    as_ai = [("ai", words, ents) for _, words, ents in NEWS]
+    assert predicted_ents(nlp, as_ai) == gold_ents(NEWS)
+
+
 def make_minilm_nlp():
     nlp = spacy.blank("en")
     nlp.add_pipe(

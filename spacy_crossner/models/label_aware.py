@@ -11,12 +11,11 @@ constraints, and hands the component its tags (``TaggerOutput.tag_ids``). The to
 """
 from typing import List
 
+import torch
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model, xp2torch
 from thinc.types import Floats2d
-
-import torch
 
 from ..domains import resolve_domains
 from .base import TaggerOutput, crossner_forward, crossner_init, get_emitter, wrap_emitter
@@ -70,7 +69,13 @@ def build_label_aware_tagger(
         init=label_aware_init,
         layers=[tok2vec, emitter_layer],
         refs={"features": tok2vec, "emitter": emitter_layer},
-        attrs={"domain_tags": {}, "target_domain": None, "build_config": {}},
+        attrs={
+            "domain_tags": {},
+            "target_domain": None,
+            "domain_aliases": {},
+            "build_config": {},
+            "extra_inputs": None,
+        },
         dims={"nI": None},
     )
 
@@ -85,7 +90,12 @@ def label_aware_forward(model: Model, docs: List[Doc], is_train: bool):
     if is_train:
         # Teacher forcing through the wrapped emitter (gold ids come with the TrainingBatch).
         return crossner_forward(model, docs, is_train)
-    domains = resolve_domains(docs, model.attrs["domain_tags"].keys(), model.attrs["target_domain"])
+    domains = resolve_domains(
+        docs,
+        model.attrs["domain_tags"].keys(),
+        model.attrs["target_domain"],
+        model.attrs.get("domain_aliases"),
+    )
     features = model.get_ref("features").predict(docs)
     scores = [model.ops.alloc2f(0, len(model.attrs["domain_tags"][d])) for d in domains]
     tag_ids: List[List[int]] = [[] for _ in docs]
