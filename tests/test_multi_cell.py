@@ -448,3 +448,19 @@ def test_dictionary_without_matching_labels_is_a_clear_error():
     nlp.initialize(lambda: labelled)
     with pytest.raises(ValueError, match="dictionary_label_map"):
         nlp.update(raw_examples(nlp, RAW_AI[:1]))
+
+
+def test_domain_schedule_batcher_alternates_or_sums_domains():
+    from spacy.util import registry
+
+    nlp = spacy.blank("en")
+    examples = make_examples(nlp, NEWS + AI + NEWS) + raw_examples(nlp, RAW_AI[:2])
+    alternate = list(registry.batchers.get("spacy_crossner.domain_schedule.v1")(schedule="alternate", size=2)(examples))
+    kinds = [{(eg.predicted._.domain, eg.reference.has_annotation("ENT_IOB")) for eg in b} for b in alternate]
+    assert all(len(k) == 1 for k in kinds)  # single-domain batches
+    assert [next(iter(k))[0] for k in kinds[:3]] == ["news", "ai", "ai"]  # news, ai, raw ai, ...
+    assert sum(len(b) for b in alternate) == len(examples)
+    summed = list(registry.batchers.get("spacy_crossner.domain_schedule.v1")(schedule="sum", size=2)(examples))
+    assert len(summed[0]) == 6 and sum(len(b) for b in summed) == len(examples)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        registry.batchers.get("spacy_crossner.domain_schedule.v1")(schedule="mixed")
