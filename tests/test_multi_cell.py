@@ -464,3 +464,27 @@ def test_domain_schedule_batcher_alternates_or_sums_domains():
     assert len(summed[0]) == 6 and sum(len(b) for b in summed) == len(examples)
     with pytest.raises(ValueError, match="schedule must be one of"):
         registry.batchers.get("spacy_crossner.domain_schedule.v1")(schedule="mixed")
+
+
+def test_new_domain_and_labels_grow_cells_keeping_old_ones(mc_trained):
+    """Sourcing a trained pipe and adding a domain with a new label: new cells and attention
+    set are appended, the existing cells keep their places and weights."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("crossner", source=mc_trained)
+    pipe = nlp.get_pipe("crossner")
+    emitter = get_emitter(pipe.model)
+    types = list(emitter.types)
+    before = emitter.encoder.et_in_w.detach().clone()
+    pipe.add_label("gene", domain="bio")
+    assert emitter.types == types + ["gene"]
+    assert emitter.set_keys[-1] == "bio" and emitter.encoder.n_sets == len(emitter.set_keys)
+    assert torch.equal(emitter.encoder.et_in_w[:, :, : len(types)], before)
+    assert emitter.domain_cells["bio"] == [0, len(types)]
+    words = "BRCA1 is a gene .".split()
+    doc = Doc(nlp.vocab, words=words)
+    set_domain(doc, "bio")
+    assert all(e.label_ == "gene" for e in nlp(doc).ents)
+    copy = spacy.blank("en")
+    copy.add_pipe("crossner", config={"model": SMALL_MC, "target_domain": "ai"})
+    copy.from_bytes(nlp.to_bytes())
+    assert get_emitter(copy.get_pipe("crossner").model).types == types + ["gene"]
