@@ -190,6 +190,35 @@ def test_folded_prediction_equals_training_path():
     assert alpha.shape == (2, 5, 1 + len(module.types))
 
 
+@pytest.mark.parametrize("length", [1, 2, 4])
+def test_task1_crf_matches_brute_force(length):
+    import itertools
+
+    from spacy_crossner.models.pytorch_heads import ConstrainedCRF
+
+    torch.manual_seed(length)
+    crf = ConstrainedCRF(TASK1_TAGS["bio"])
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.uniform_(-1, 1)
+    crf.apply_constraints()
+    emissions = torch.randn(1, length, 3)
+
+    def score(seq):
+        s = crf.start_transitions[seq[0]] + crf.end_transitions[seq[-1]]
+        s = s + sum(emissions[0, t, k] for t, k in enumerate(seq))
+        return s + sum(crf.transitions[a, b] for a, b in zip(seq, seq[1:]))
+
+    seqs = list(itertools.product(range(3), repeat=length))
+    scores = torch.stack([score(seq) for seq in seqs])
+    log_z = torch.logsumexp(scores, 0)
+    gold = seqs[len(seqs) // 2]
+    mask = torch.ones(1, length, dtype=torch.bool)
+    llh = crf(emissions, torch.tensor([gold]), mask=mask, reduction="sum")
+    assert torch.allclose(llh, score(gold) - log_z, atol=1e-4)
+    assert tuple(crf.decode(emissions, mask=mask)[0]) == seqs[int(scores.argmax())]
+
+
 # -- through the crossner component --------------------------------------------------------------
 
 
