@@ -217,3 +217,15 @@ def test_domain_aliases_tag_a_domain_with_another_domains_labels():
     bad = blank_with({"model": SMALL_BILSTM, "domain_aliases": {"ai": "music"}})
     with pytest.raises(ValueError, match="maps 'ai' to 'music', which has no labels"):
         bad.initialize(lambda: make_examples(bad, NEWS))
+
+
+def test_reinitialize_with_fewer_labels_saves_and_loads(tmp_path):
+    nlp = make_nlp()
+    examples = make_examples(nlp, NEWS + AI)
+    nlp.initialize(lambda: examples)
+    pipe = nlp.get_pipe("crossner")
+    pipe.initialize(lambda: examples, nlp=nlp, labels={"news": ["person"], "ai": ["algorithm"]})
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    assert loaded.get_pipe("crossner").label_data == {"news": ["person"], "ai": ["algorithm"]}
+    assert predicted_ents(loaded, AI) == predicted_ents(nlp, AI)

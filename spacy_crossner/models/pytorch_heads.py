@@ -42,7 +42,10 @@ class DomainHeads(nn.Module):
                     f"The head of domain '{domain}' expects inputs of width {old.in_features}, "
                     f"not {n_in}: the input features changed width since training."
                 )
-            if old.out_features < len(tags):
+            if old.out_features > len(tags):
+                # Fewer tags than before (initialize called again with other labels): start over.
+                self.heads[key] = nn.Linear(n_in, len(tags)).to(old.weight.device)
+            elif old.out_features < len(tags):
                 new = nn.Linear(n_in, len(tags)).to(old.weight.device)
                 with torch.no_grad():
                     new.weight[: old.out_features] = old.weight
@@ -128,7 +131,8 @@ class DomainCRFs(nn.Module):
     def setup(self, domain_tags: Dict[str, Sequence[str]]) -> None:
         for domain, tags in domain_tags.items():
             key = module_key(domain)
-            if key not in self.crfs:
+            if key not in self.crfs or self.crfs[key].num_tags > len(tags):
+                # New domain, or fewer tags than before (re-initialized): a fresh CRF.
                 self.crfs[key] = ConstrainedCRF(tags)
             else:
                 self.crfs[key].grow(tags)
