@@ -226,6 +226,23 @@ def test_uda_through_the_component_never_runs_the_target_ner_pair():
     assert all(e.label_ in ("person", "location", "organisation") for e in doc.ents)
 
 
+def test_combined_setting_trains_ner_and_lms_on_labelled_and_raw_text():
+    fix_random_seed(0)
+    nlp = make_nlp(model={"setting": "combined", "lm_on_labelled": False})
+    raw = [Example(eg.predicted, Doc(nlp.vocab, words=[t.text for t in eg.reference]))
+           for eg in make_examples(nlp, AI)]
+    examples = make_examples(nlp, NEWS + AI) + raw
+    optimizer = nlp.initialize(lambda: examples)
+    emitter = get_emitter(nlp.get_pipe("crossner").model)
+    seen = []
+    generate = emitter._generate
+    emitter._generate = lambda pairs: seen.append(set(pairs)) or generate(pairs)
+    losses = nlp.update(examples, sgd=optimizer)
+    assert losses["crossner"] > 0 and losses["crossner_lm"] > 0
+    # raw target text runs only the target LM; lm_on_labelled = false: no source LM
+    assert seen == [{("news", NER), ("ai", NER), ("ai", LM)}]
+
+
 def test_setting_is_checked_against_the_data():
     nlp = make_nlp(model={"setting": "unsupervised"})
     with pytest.raises(ValueError, match="unsupervised.*domain_aliases"):
