@@ -14,6 +14,7 @@ import torch
 from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
+from spacy.attrs import ORTH
 from spacy.scorer import get_ner_prf
 from spacy.tokens import Doc, Span
 from spacy.training import Example, validate_examples, validate_get_examples
@@ -427,7 +428,7 @@ class CrossNER(TrainablePipe):
         output, backprop = self.model.begin_update(
             TrainingBatch([eg.predicted for eg in batch], gold)
         )
-        loss, d_scores = self.get_loss(batch, output)
+        loss, d_scores = self._loss(output, gold)
         backprop(d_scores)
         if sgd is not None:
             self.finish_update(sgd)
@@ -452,6 +453,9 @@ class CrossNER(TrainablePipe):
             else None
             for eg, domain in zip(examples, output.domains)
         ]
+        return self._loss(output, gold)
+
+    def _loss(self, output: TaggerOutput, gold: List[Optional[List[int]]]) -> Tuple[float, List]:
         crfs = get_crfs(self.model)
         if crfs is None:
             loss, d_scores = _softmax_loss(self.model.ops, output.scores, gold)
@@ -527,6 +531,16 @@ def _gold_tag_ids(eg: Example, tags: Sequence[str]) -> List[int]:
     CRF needs a whole sequence.
     """
     index = {tag: i for i, tag in enumerate(tags)}
+    predicted, reference = eg.predicted, eg.reference
+    if len(predicted) == len(reference) and numpy.array_equal(
+        predicted.to_array([ORTH]), reference.to_array([ORTH])
+    ):
+        # Gold tokenization (our readers keep it): read the tags without aligning.
+        ids = []
+        for token in reference:
+            iob = token.ent_iob_
+            ids.append(index[f"{iob}-{token.ent_type_}"] if iob in ("B", "I") else 0)
+        return ids
     ids = []
     for biluo in eg.get_aligned_ner():
         if biluo is None or biluo in ("O", "-", ""):

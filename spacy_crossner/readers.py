@@ -8,7 +8,7 @@ Examples keep the gold tokenization: the predicted doc has the reference's words
 import logging
 import random
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -39,14 +39,16 @@ def create_multi_domain_corpus(
         whitespace-tokenized sentence per line), and optionally ``domain`` (the domain name given
         to its docs; default: the docs' own ``doc._.domain``, else the entry's name),
         ``upsample`` (copies of its docs per pass, default 1: 2.5 = every doc twice plus a random
-        half, 0.1 = a random tenth; CrossNER's joint setting upsamples the target by 10) and
-        ``raw`` (true: raw text without entity annotation, which only feeds language-model and
-        dictionary objectives).
+        half, 0.1 = a random tenth; CrossNER's joint setting upsamples the target by 10),
+        ``limit`` (use only its first N docs; 0 = all) and ``raw`` (true: raw text without
+        entity annotation, which only feeds language-model and dictionary objectives).
     seed (int): seed of sampling and shuffling; each pass reshuffles, and the sequence of
         passes is the same for the same seed.
     shuffle (bool): shuffle the examples of a pass (false keeps corpus order).
     max_length (int): skip docs longer than this many tokens (0 = no limit); skips are logged.
-    limit (int): use at most this many docs per corpus (0 = all).
+    limit (int): use at most this many docs of each corpus (0 = all); a corpus's own ``limit``
+        takes precedence.
+    Files are read once; each pass samples and shuffles the docs anew.
     """
     entries = [CorpusEntry.from_config(name, value) for name, value in domains.items()]
     return MultiDomainCorpus(entries, seed=seed, shuffle=shuffle, max_length=max_length, limit=limit)
@@ -55,7 +57,7 @@ def create_multi_domain_corpus(
 class CorpusEntry:
     """One corpus of a MultiDomainCorpus: where it is, its domain, its upsampling, raw or not."""
 
-    KEYS = ("path", "domain", "upsample", "raw")
+    KEYS = ("path", "domain", "upsample", "raw", "limit")
 
     def __init__(
         self,
@@ -65,6 +67,7 @@ class CorpusEntry:
         domain: Optional[str] = None,
         upsample: float = 1.0,
         raw: bool = False,
+        limit: int = 0,
     ) -> None:
         self.name = name
         self.path = _check_path(path, f"{name}.path")
@@ -73,6 +76,9 @@ class CorpusEntry:
             raise ValueError(f"MultiDomainCorpus: {name}.upsample must be a number >= 0, got {upsample!r}")
         self.upsample = float(upsample)
         self.raw = bool(raw)
+        if not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"MultiDomainCorpus: {name}.limit must be an integer >= 0, got {limit!r}")
+        self.limit = limit
 
     @classmethod
     def from_config(cls, name: str, value: Any) -> "CorpusEntry":
@@ -89,7 +95,8 @@ class CorpusEntry:
         if "path" not in value:
             raise ValueError(f"MultiDomainCorpus: {setting} needs a `path`")
         return cls(name, value["path"], domain=value.get("domain"),
-                   upsample=value.get("upsample", 1.0), raw=value.get("raw", False))
+                   upsample=value.get("upsample", 1.0), raw=value.get("raw", False),
+                   limit=value.get("limit", 0))
 
 
 @registry.readers("spacy_crossner.DomainCorpus.v1")
@@ -127,18 +134,23 @@ class MultiDomainCorpus:
         self.max_length = max_length
         self.limit = limit
         self._passes = 0
+        self._cache: Dict[Tuple[int, int], List[Doc]] = {}
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
         rng = random.Random(f"{self.seed}-{self._passes}")
         self._passes += 1
-        pool: List[Example] = []
-        for entry in self.entries:
-            pool.extend(_sample(self._read(nlp, entry), entry.upsample, rng))
+        pool: List[Doc] = []
+        for i, entry in enumerate(self.entries):
+            key = (i, id(nlp.vocab))
+            if key not in self._cache:
+                self._cache[key] = self._read(nlp, entry)
+            pool.extend(_sample(self._cache[key], entry.upsample, rng))
         if self.shuffle:
             rng.shuffle(pool)
-        yield from pool
+        for doc in pool:
+            yield _gold_tokenized_example(nlp, doc)
 
-    def _read(self, nlp: Language, entry: CorpusEntry) -> List[Example]:
+    def _read(self, nlp: Language, entry: CorpusEntry) -> List[Doc]:
         path = entry.path
         if path.is_file() and path.suffix in RAW_TEXT_SUFFIXES:
             if not entry.raw:
@@ -149,8 +161,9 @@ class MultiDomainCorpus:
             docs: Iterable[Doc] = _read_text_lines(nlp, path)
         else:
             docs = _read_docbins(nlp, path)
-        examples = []
+        kept: List[Doc] = []
         skipped = 0
+        limit = entry.limit or self.limit
         for doc in docs:
             if self.max_length and len(doc) > self.max_length:
                 skipped += 1
@@ -162,12 +175,12 @@ class MultiDomainCorpus:
             if entry.raw and doc.has_annotation("ENT_IOB"):
                 # Raw-text corpora never carry labels, even when made from labelled files.
                 doc = _strip_entities(nlp, doc)
-            examples.append(_gold_tokenized_example(nlp, doc))
-            if self.limit and len(examples) >= self.limit:
+            kept.append(doc)
+            if limit and len(kept) >= limit:
                 break
         if skipped:
             logger.info("%s: skipped %d docs longer than max_length=%d", path, skipped, self.max_length)
-        return examples
+        return kept
 
 
 def _check_path(path: Union[str, Path], setting: str) -> Path:
@@ -211,10 +224,10 @@ def _gold_tokenized_example(nlp: Language, reference: Doc) -> Example:
     return Example(predicted, reference)
 
 
-def _sample(examples: List[Example], factor: float, rng: random.Random) -> List[Example]:
+def _sample(docs: List[Doc], factor: float, rng: random.Random) -> List[Doc]:
     whole = int(factor)
-    out = examples * whole
+    out = docs * whole
     rest = factor - whole
-    if rest > 0 and examples:
-        out.extend(rng.sample(examples, int(round(rest * len(examples)))))
+    if rest > 0 and docs:
+        out.extend(rng.sample(docs, int(round(rest * len(docs)))))
     return out

@@ -116,3 +116,24 @@ def test_bad_upsample_and_text_without_raw(nlp, corpus_dir):
         create_multi_domain_corpus(domains={"t": {"path": str(corpus_dir / "ai.spacy"), "upsample": -1}})
     with pytest.raises(ValueError, match="is a text file; set raw = true"):
         read(nlp, domains={"t": {"path": str(corpus_dir / "raw.txt")}})
+
+
+def test_per_corpus_limit_and_files_read_once(nlp, corpus_dir, monkeypatch):
+    corpus = create_multi_domain_corpus(domains={
+        "s": {"path": str(corpus_dir / "news.spacy"), "limit": 1},
+        "t": {"path": str(corpus_dir / "ai.spacy")},
+    })
+    first = list(corpus(nlp))
+    assert Counter(get_domain(eg.reference) for eg in first) == {"news": 1, "ai": 3}
+    import spacy_crossner.readers as readers
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("files are read once")
+
+    monkeypatch.setattr(readers, "_read_docbins", no_reading)
+    second = list(corpus(nlp))
+    assert sorted(eg.reference.text for eg in second) == sorted(eg.reference.text for eg in first)
+    # each pass makes new predicted docs, so annotations of one pass never leak into the next
+    assert all(a.predicted is not b.predicted for a in first for b in second)
+    with pytest.raises(ValueError, match="s.limit must be an integer >= 0"):
+        create_multi_domain_corpus(domains={"s": {"path": str(corpus_dir / "news.spacy"), "limit": -2}})
