@@ -24,7 +24,13 @@ from thinc.api import Model, Optimizer, set_dropout_rate, torch2xp, xp2torch
 
 from .decoding import bio_tags, constrained_argmax, tags_to_spans, viterbi_decode
 from .domains import get_domain, resolve_domains
-from .models.base import TaggerOutput, TrainingBatch, get_crfs, setup_torch_layers
+from .models.base import (
+    TaggerOutput,
+    TrainingBatch,
+    forget_resized_optimizer_state,
+    get_crfs,
+    setup_torch_layers,
+)
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -105,6 +111,8 @@ def make_configure_callback(
     component: str = "crossner",
     target_domain: Optional[str] = None,
     labels: Optional[Dict[str, List[str]]] = None,
+    labels_from: Optional[str] = None,
+    labels_domain: Optional[str] = None,
 ) -> Callable[[Language], Language]:
     """An ``[initialize.after_init]`` callback for a sourced crossner component.
 
@@ -113,6 +121,11 @@ def make_configure_callback(
     component (str): the pipe's name.
     target_domain (Optional[str]): the new target domain.
     labels (Optional[Dict[str, List[str]]]): labels to add, per domain.
+    labels_from (Optional[str]): a ``.spacy`` file or folder (e.g. the target's training data)
+        whose entity labels are added, per doc domain, before the first update; adding them
+        up front keeps the model's size fixed during training.
+    labels_domain (Optional[str]): the domain of the docs of ``labels_from`` (default: each
+        doc's own ``doc._.domain``, else ``target_domain``).
     """
 
     def configure(nlp: Language) -> Language:
@@ -122,14 +135,43 @@ def make_configure_callback(
                 f"'{component}' (pipes: {nlp.component_names})"
             )
         pipe = nlp.get_pipe(component)
+        if target_domain is not None:
+            pipe.target_domain = target_domain
         for domain, domain_labels in (labels or {}).items():
             for label in domain_labels:
                 pipe.add_label(label, domain=domain)
-        if target_domain is not None:
-            pipe.target_domain = target_domain
+        if labels_from:
+            for domain, label in _labels_in_corpus(nlp, labels_from, labels_domain, target_domain):
+                pipe.add_label(label, domain=domain)
         return nlp
 
     return configure
+
+
+def _labels_in_corpus(
+    nlp: Language, path: str, domain: Optional[str], fallback: Optional[str]
+) -> List[Tuple[str, str]]:
+    """(domain, label) pairs of the entities of a ``.spacy`` file or folder, in first-seen order."""
+    from pathlib import Path
+
+    from .docbin import read_docbin
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"spacy_crossner.configure_crossner.v1: labels_from = {path} does not exist")
+    files = sorted(path.glob("**/*.spacy")) if path.is_dir() else [path]
+    seen = {}
+    for file in files:
+        for doc in read_docbin(file, nlp.vocab):
+            doc_domain = domain or get_domain(doc) or fallback
+            if doc_domain is None:
+                raise ValueError(
+                    f"spacy_crossner.configure_crossner.v1: the docs of {file} have no domain: "
+                    "set labels_domain or target_domain"
+                )
+            for ent in doc.ents:
+                seen.setdefault((doc_domain, ent.label_), None)
+    return list(seen)
 
 
 class CrossNER(TrainablePipe):
@@ -232,6 +274,9 @@ class CrossNER(TrainablePipe):
     def _setup_model(self) -> None:
         self._sync_model_attrs()
         setup_torch_layers(self.model, self.domain_tags(), self.cfg["build_config"])
+        self.cfg["build_config"] = dict(self.model.attrs["build_config"])
+        # Grown parameters: the optimizer's state of their old sizes is dropped at finish_update.
+        self._resized = True
 
     # -- initialization -----------------------------------------------------------------------
 
@@ -467,6 +512,13 @@ class CrossNER(TrainablePipe):
                 "([training.optimizer]) or check the input features."
             )
         return loss, d_scores
+
+    def finish_update(self, sgd: Optimizer) -> None:
+        """Update the weights; after heads or CRFs grew, first drop the optimizer's stale state."""
+        if getattr(self, "_resized", False):
+            forget_resized_optimizer_state(sgd, self.model)
+            self._resized = False
+        super().finish_update(sgd)
 
     # -- serialization ------------------------------------------------------------------------
 

@@ -229,3 +229,36 @@ def test_reinitialize_with_fewer_labels_saves_and_loads(tmp_path):
     loaded = spacy.load(tmp_path / "model")
     assert loaded.get_pipe("crossner").label_data == {"news": ["person"], "ai": ["algorithm"]}
     assert predicted_ents(loaded, AI) == predicted_ents(nlp, AI)
+
+
+def test_labels_appearing_mid_training_keep_adam_working():
+    """A label first seen after optimizer steps grows the head and CRF; Adam's state follows."""
+    fix_random_seed(0)
+    nlp = make_nlp()
+    news = make_examples(nlp, NEWS)
+    nlp.initialize(lambda: news)
+    optimizer = Adam(0.01)
+    train_more(nlp, news, 3, optimizer)
+    train_more(nlp, make_examples(nlp, AI), 3, optimizer)  # new domain and labels
+    late = make_examples(nlp, [("news", ["Bob", "met", "Zed", "."], [(0, 1, "person"), (2, 3, "alien")])])
+    train_more(nlp, late, 2, optimizer)  # a new label in a domain that already trained
+    assert "alien" in nlp.get_pipe("crossner").label_data["news"]
+
+
+def test_configure_callback_adds_labels_from_a_corpus(tmp_path):
+    from spacy.tokens import DocBin
+    from spacy_crossner.pipeline import make_configure_callback
+    from util import make_doc
+
+    nlp = make_nlp()
+    nlp.initialize(lambda: make_examples(nlp, NEWS))
+    db = DocBin(store_user_data=True)
+    for domain, words, ents in AI:
+        db.add(make_doc(nlp, words, ents, domain))
+    db.to_disk(tmp_path / "ai.spacy")
+    make_configure_callback(target_domain="ai", labels_from=str(tmp_path / "ai.spacy"))(nlp)
+    pipe = nlp.get_pipe("crossner")
+    assert pipe.target_domain == "ai"
+    assert pipe.label_data["ai"] == ["algorithm", "researcher", "metrics", "misc", "organisation", "product"]
+    with pytest.raises(ValueError, match="labels_from = .*missing.spacy does not exist"):
+        make_configure_callback(labels_from=str(tmp_path / "missing.spacy"))(nlp)

@@ -74,9 +74,11 @@ def setup_torch_layers(model: Model, domain_tags: DomainTags, build_config: Dict
     model (Model): a crossner architecture.
     domain_tags (Dict[str, List[str]]): IOB2 tags per domain.
     build_config (Dict[str, Any]): JSON-able sizes recorded at initialization (e.g. ``nI``).
+        The setups receive the dict stored in ``model.attrs["build_config"]`` and may record
+        more in it (e.g. an inventory that grows with the labels).
     """
     model.attrs["domain_tags"] = {d: list(t) for d, t in domain_tags.items()}
-    model.attrs["build_config"] = dict(build_config)
+    build_config = model.attrs["build_config"] = dict(build_config)
     for node in model.walk():
         setup = node.attrs.get("setup_torch")
         if setup is not None:
@@ -283,3 +285,28 @@ def get_emitter(model: Model) -> torch.nn.Module:
     """The torch emitter module of an architecture."""
     return model.get_ref("emitter").shims[0]._model
 
+
+
+def forget_resized_optimizer_state(optimizer: Any, model: Model) -> int:
+    """Drop the optimizer's running state of torch parameters whose size changed.
+
+    Growing a head or CRF for a new label replaces its parameters by larger ones; thinc's
+    optimizer keeps moments keyed by parameter name and would apply the old-sized state.
+    RETURNS (int): how many parameters' state was dropped.
+    """
+    dropped = 0
+    for node in model.walk():
+        for shim in node.shims:
+            module = getattr(shim, "_model", None)
+            if module is None:
+                continue
+            for name, param in module.named_parameters():
+                key = (shim.id, name)
+                moments = getattr(optimizer, "mom1", {})
+                if key in moments and moments[key].size != param.numel():
+                    for table in ("mom1", "mom2", "averages", "_nr_update", "_last_seen"):
+                        state = getattr(optimizer, table, None)
+                        if state is not None and key in state:
+                            del state[key]
+                    dropped += 1
+    return dropped
