@@ -213,6 +213,16 @@ def evaluate(
     for name, pipe in nlp.pipeline:
         known_labels.update(getattr(pipe, "labels", ()) or ())
     gold_labels = {e.label_ for d in gold_docs for e in d.ents}
+    predictable = _predictable_labels(nlp, inputs, known_labels)
+    gold_counts: Dict[str, int] = {}
+    for d in gold_docs:
+        for e in d.ents:
+            gold_counts[e.label_] = gold_counts.get(e.label_, 0) + 1
+    unpredictable = {
+        label: n
+        for label, n in sorted(gold_counts.items())
+        if label not in predictable and (not labels or label in labels)
+    }
     if labels:
         unknown = sorted(set(labels) - known_labels - gold_labels)
         if unknown:
@@ -243,16 +253,40 @@ def evaluate(
         "n_gold_entities": scores["counts"]["tp"] + scores["counts"]["fn"],
         "words_per_second": n_words / seconds if seconds > 0 else None,
     }
+    notes = []
     if labels:
-        result["note"] = (
+        notes.append(
             f"only the types {', '.join(sorted(labels))} are scored; entities of other types "
             "(gold and predicted) count as O"
         )
+    result["unpredictable_labels"] = unpredictable
+    if unpredictable:
+        notes.append(
+            "the model cannot predict these gold types of the data (no such label in the domain "
+            "it tags these docs with), so they count as misses: "
+            + ", ".join(f"{label} ({n})" for label, n in unpredictable.items())
+        )
+    if notes:
+        result["note"] = "; ".join(notes)
     if output is not None:
         out = Path(output)
         out.parent.mkdir(parents=True, exist_ok=True)
         srsly.write_json(out, result)
     return result
+
+
+def _predictable_labels(nlp, docs, known_labels: Set[str]) -> Set[str]:
+    """The labels the pipeline can assign to these docs (their domains' label sets)."""
+    if "crossner" not in nlp.component_names:
+        return set(known_labels)
+    pipe = nlp.get_pipe("crossner")
+    aliases = pipe.cfg.get("domain_aliases") or {}
+    out: Set[str] = set()
+    for doc in docs:
+        domain = get_domain(doc) or pipe.default_domain()
+        domain = aliases.get(domain, domain)
+        out.update(pipe.label_data.get(domain, ()))
+    return out
 
 
 def summary_table(result: Dict[str, Any]) -> str:

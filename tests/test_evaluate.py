@@ -120,12 +120,16 @@ def test_evaluate_pipeline(model_and_data, tmp_path):
     assert saved["ents_f"] == pytest.approx(result["ents_f"])
     assert saved["ents_per_type"]["organisation"]["f"] == 1.0
     assert saved["mode"] == "sentence"
+    # the ruler has no misc or product label: the output says so instead of failing
+    assert result["unpredictable_labels"] == {"misc": 1, "product": 1}
+    assert "cannot predict these gold types" in result["note"] and "product (1)" in result["note"]
     compat = evaluate(model=model, data=data, mode="crossner-compat")
     assert compat["counts"] == result["counts"]
 
     only = evaluate(model=model, data=data, labels=["organisation"])
     assert only["ents_f"] == 1.0 and set(only["ents_per_type"]) == {"organisation"}
     assert "count as O" in only["note"]
+    assert only["unpredictable_labels"] == {}
 
 
 def test_doc_tags():
