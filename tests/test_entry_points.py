@@ -14,6 +14,7 @@ GROUPS = {
     "spacy_scorers": "scorers",
     "spacy_misc": "misc",
     "spacy_callbacks": "callbacks",
+    "spacy_batchers": "batchers",
 }
 
 
