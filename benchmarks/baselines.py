@@ -64,6 +64,8 @@ from spacy_crossner.convert import convert  # noqa: E402
 from spacy_crossner.domains import get_domain, set_domain  # noqa: E402
 from spacy_crossner.evaluate import evaluate  # noqa: E402
 
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+
 CONFIGS = ROOT / "configs"
 
 
@@ -213,14 +215,6 @@ def collect(procs, corpus: Path, work: Path, args):
     return out
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> int:

@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "dapt_throughput.md"
 CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
@@ -53,14 +55,6 @@ def write_corpus(path: Path) -> str:
     return source
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def run(name, launcher, corpus, out, args, env_extra):

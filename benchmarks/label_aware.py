@@ -48,6 +48,8 @@ from spacy_crossner.models.base import get_emitter
 from spacy_crossner.models.pytorch_label_aware import LabelAwareEmitter
 from spacy_crossner.decoding import bio_tags
 
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "label_aware.md"
 CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
@@ -216,11 +218,6 @@ def two_stages(transformer, source_limit, source_steps, target_steps, lr, seed, 
     return results
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main() -> None:

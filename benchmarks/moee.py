@@ -35,6 +35,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "moee.md"
 CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
@@ -224,11 +226,6 @@ def make_nlp(model: Dict[str, Any]):
     return nlp
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def run_main(args) -> None:

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 CROSSNER = SHARED / "crossner"
@@ -45,14 +47,6 @@ SOURCE = "conll2003"
 SOURCE_TYPES = ("location", "misc", "organisation", "person")
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def prepare_data(work: Path, target: str) -> Dict[str, str]:
