@@ -64,7 +64,8 @@ from spacy_crossner.convert import convert  # noqa: E402
 from spacy_crossner.domains import get_domain, set_domain  # noqa: E402
 from spacy_crossner.evaluate import evaluate  # noqa: E402
 
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
+from machine import cpu_model  # noqa: E402
 
 CONFIGS = ROOT / "configs"
 

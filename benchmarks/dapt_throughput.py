@@ -24,7 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
+from machine import cpu_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "dapt_throughput.md"

@@ -48,7 +48,8 @@ from spacy_crossner.models.base import get_emitter
 from spacy_crossner.models.pytorch_label_aware import LabelAwareEmitter
 from spacy_crossner.decoding import bio_tags
 
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
+from machine import cpu_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "label_aware.md"

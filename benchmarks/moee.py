@@ -35,7 +35,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
+from machine import cpu_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "moee.md"

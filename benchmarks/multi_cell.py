@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
+from machine import cpu_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -277,6 +277,8 @@ def evaluate(
 
 def _predictable_labels(nlp, docs, known_labels: Set[str]) -> Set[str]:
     """The labels the pipeline can assign to these docs (their domains' label sets)."""
+    from .domains import get_domain
+
     if "crossner" not in nlp.component_names:
         return set(known_labels)
     pipe = nlp.get_pipe("crossner")

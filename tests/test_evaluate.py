@@ -179,3 +179,31 @@ def test_cli_bad_data_file(model_and_data, tmp_path):
     bad.write_text("not a docbin")
     res = CliRunner().invoke(app, ["evaluate", str(model), str(bad)])
     assert res.exit_code == 1 and "Cannot read" in res.output
+
+
+def test_zero_shot_model_lists_the_types_it_cannot_predict(tmp_path):
+    """A crossner model that tags ai docs with news labels (domain_aliases) says what it misses."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("crossner", config={"target_domain": "news", "domain_aliases": {"ai": "news"}})
+    train = []
+    from spacy.training import Example
+    for words, ents in [("John lives in Paris".split(), [(0, 1, "person"), (3, 4, "location")])]:
+        doc = Doc(nlp.vocab, words=words)
+        doc.ents = [Span(doc, s, e, label=l) for s, e, l in ents]
+        set_domain(doc, "news")
+        pred = Doc(nlp.vocab, words=words)
+        set_domain(pred, "news")
+        train.append(Example(pred, doc))
+    nlp.initialize(lambda: train)
+    nlp.to_disk(tmp_path / "model")
+    db = DocBin(store_user_data=True)
+    for words, ents in SENTENCES:
+        doc = Doc(nlp.vocab, words=words)
+        doc.ents = [Span(doc, s, e, label=l) for s, e, l in ents]
+        set_domain(doc, "ai")
+        db.add(doc)
+    db.to_disk(tmp_path / "ai.spacy")
+    result = evaluate(model=tmp_path / "model", data=tmp_path / "ai.spacy")
+    assert result["domain"] == "ai"
+    assert result["unpredictable_labels"] == {"misc": 1, "organisation": 2, "product": 1, "researcher": 2}
+    assert "cannot predict" in result["note"]

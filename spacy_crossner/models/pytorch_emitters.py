@@ -14,6 +14,30 @@ from .pytorch_heads import DomainHeads
 Losses = Dict[str, torch.Tensor]
 
 
+def shared_bilstm(
+    existing: Optional[nn.LSTM], n_in: int, hidden_size: int, depth: int, dropout: float, owner: str
+) -> nn.LSTM:
+    """The BiLSTM of an emitter: ``existing`` if it fits ``n_in``, else a new one.
+
+    owner (str): the architecture's name, for the error when the input width changed.
+    """
+    if existing is None:
+        return nn.LSTM(
+            n_in,
+            hidden_size,
+            num_layers=depth,
+            bidirectional=True,
+            batch_first=True,
+            dropout=dropout if depth > 1 else 0.0,
+        )
+    if existing.input_size != n_in:
+        raise ValueError(
+            f"The {owner} BiLSTM expects features of width {existing.input_size}, got {n_in}: "
+            "the tok2vec of [components.crossner.model] changed width."
+        )
+    return existing
+
+
 class LinearEmitter(nn.Module):
     """Dropout and a linear map per domain (the BERT-tagger head)."""
 
@@ -49,20 +73,9 @@ class BiLSTMEmitter(nn.Module):
         self.heads = DomainHeads()
 
     def setup(self, n_in: int, domain_tags: Dict[str, Sequence[str]], build_config: Dict[str, Any]):
-        if self.lstm is None:
-            self.lstm = nn.LSTM(
-                n_in,
-                self.hidden_size,
-                num_layers=self.depth,
-                bidirectional=True,
-                batch_first=True,
-                dropout=self.dropout_rate if self.depth > 1 else 0.0,
-            )
-        elif self.lstm.input_size != n_in:
-            raise ValueError(
-                f"The BiLSTM expects features of width {self.lstm.input_size}, got {n_in}: "
-                "the tok2vec of [components.crossner.model] changed width."
-            )
+        self.lstm = shared_bilstm(
+            self.lstm, n_in, self.hidden_size, self.depth, self.dropout_rate, "BiLSTMCRF"
+        )
         self.heads.setup(2 * self.hidden_size, domain_tags)
 
     def forward(

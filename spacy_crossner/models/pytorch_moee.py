@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..decoding import OUTSIDE
+from .pytorch_emitters import shared_bilstm
 from .pytorch_heads import ConstrainedCRF, DomainHeads, module_key
 
 Losses = Dict[str, torch.Tensor]
@@ -215,20 +216,9 @@ class MoEEEmitter(nn.Module):
         self, n_in: int, domain_tags: Dict[str, Sequence[str]], build_config: Dict[str, Any]
     ) -> None:
         if self.depth > 0:
-            if self.lstm is None:
-                self.lstm = nn.LSTM(
-                    n_in,
-                    self.hidden_size,
-                    num_layers=self.depth,
-                    bidirectional=True,
-                    batch_first=True,
-                    dropout=self.dropout_rate if self.depth > 1 else 0.0,
-                )
-            elif self.lstm.input_size != n_in:
-                raise ValueError(
-                    f"The MoEE BiLSTM expects features of width {self.lstm.input_size}, got "
-                    f"{n_in}: the tok2vec of [components.crossner.model] changed width."
-                )
+            self.lstm = shared_bilstm(
+                self.lstm, n_in, self.hidden_size, self.depth, self.dropout_rate, "MoEE"
+            )
             d_h = 2 * self.hidden_size
         else:
             d_h = n_in
