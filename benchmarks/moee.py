@@ -180,19 +180,10 @@ def read_docs(vocab, path: Path, domain: str, limit: int = 0, seed: int = 0) -> 
 
 
 def features_config(args) -> Dict[str, Any]:
-    return {
-        "@architectures": "spacy_crossner.WordCharEmbed.v1",
-        "word_width": 100,
-        "word_rows": 20000,
-        "attr": "NORM",
-        "char_width": 30,
-        "char_filters": 50,
-        "char_window": 1,
-        "char_rows": 2000,
-        "max_chars": 25,
-        "include_static_vectors": False,
-        "dropout": args.dropout,
-    }
+    """The component's default WordCharEmbed features, with the run's dropout."""
+    from spacy_crossner.pipeline import DEFAULT_MODEL
+
+    return {**DEFAULT_MODEL["tok2vec"], "dropout": args.dropout}
 
 
 def model_configs(args) -> Dict[str, Dict[str, Any]]:

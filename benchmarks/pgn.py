@@ -34,19 +34,11 @@ from thinc.api import Adam, fix_random_seed
 from spacy_crossner import set_domain
 from spacy_crossner.readers import create_domain_corpus, create_multi_domain_corpus
 
+from spacy_crossner.pipeline import DEFAULT_MODEL  # noqa: E402
+
 ROOT = Path(__file__).parents[1]
-TOK2VEC = {
-    "@architectures": "spacy_crossner.WordCharEmbed.v1",
-    "word_width": 100,
-    "word_rows": 20000,
-    "attr": "NORM",
-    "char_width": 30,
-    "char_filters": 50,
-    "char_window": 1,
-    "char_rows": 2000,
-    "max_chars": 25,
-    "dropout": 0.5,
-}
+# The component's default features (WordCharEmbed: word 100 + char CNN 50, dropout 0.5).
+TOK2VEC = dict(DEFAULT_MODEL["tok2vec"])
 BILSTM = {"@architectures": "spacy_crossner.BiLSTMCRF.v1", "hidden_size": 100, "depth": 1, "dropout": 0.5,
           "use_crf": True, "tok2vec": TOK2VEC}
 PGN = {"@architectures": "spacy_crossner.PGNBiLSTM.v1", "hidden_size": 100, "domain_width": 8, "task_width": 8,
