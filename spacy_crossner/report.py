@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import srsly
-import typer
 
-from .cli import app, fail
 
 MARKDOWN_NAME = "report.md"
 PLOT_NAME = "f1_per_type.png"
@@ -115,7 +113,7 @@ def load_runs(inputs: Sequence[Union[str, Path]]) -> List[Run]:
     return runs
 
 
-def _fmt(value: float) -> str:
+def format_percent(value: float) -> str:
     return "–" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
@@ -136,7 +134,7 @@ def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_na
     lines.append(
         f"{len(runs)} run(s), {len(labels)} entity types; entity-level exact match, "
         "P/R/F1 ×100. Best overall F1: "
-        f"**{best.name}** ({_fmt(best.overall[2])})."
+        f"**{best.name}** ({format_percent(best.overall[2])})."
     )
     if len(runs) > 1:
         wins = {run.name: 0 for run in runs}
@@ -151,7 +149,7 @@ def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_na
     lines.append("|---|---:|---:|---:|---|---|")
     for run in runs:
         p, r, f = run.overall
-        lines.append(f"| {run.name} | {_fmt(f)} | {_fmt(p)} | {_fmt(r)} | {run.mode or '–'} | "
+        lines.append(f"| {run.name} | {format_percent(f)} | {format_percent(p)} | {format_percent(r)} | {run.mode or '–'} | "
                      f"`{run.path}` |")
     notes = sorted({run.labels_note for run in runs if run.labels_note})
     for note in notes:
@@ -173,7 +171,7 @@ def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_na
             row.append(str(max(known)) if known else "–")
         for run in runs:
             prf = run.overall if label not in labels else run.per_type.get(label)
-            cells = [_fmt(v) for v in prf] if prf else ["–"] * 3
+            cells = [format_percent(v) for v in prf] if prf else ["–"] * 3
             if label not in labels:
                 cells = [f"**{c}**" for c in cells]
             row += cells
@@ -247,27 +245,3 @@ def report(
         markdown_report(runs, title=title, plot_name=PLOT_NAME if plot else None), encoding="utf8"
     )
     return {"markdown": md_path, "plot": plot_path, "runs": runs}
-
-
-@app.command("report")
-def report_cli(
-    metrics: List[str] = typer.Argument(
-        ..., help="Metrics JSON files (from `python -m spacy_crossner evaluate` or `spacy "
-        "evaluate`), each PATH or NAME=PATH; a run is named after its file unless NAME is given."
-    ),
-    output_dir: Path = typer.Option(
-        Path("reports"), "--output", "-o", help="Folder for report.md and f1_per_type.png."
-    ),
-    title: Optional[str] = typer.Option(None, "--title", "-t", help="Heading of the report."),
-    plot: bool = typer.Option(True, "--plot/--no-plot", help="Also write the PNG plot."),
-) -> None:
-    """Write a markdown table of P/R/F per entity type and a PNG of per-type F1 for several runs."""
-    try:
-        result = report(metrics=metrics, output_dir=output_dir, title=title, plot=plot)
-    except (ReportError, OSError) as err:
-        fail(str(err))
-    for run in result["runs"]:
-        p, r, f = run.overall
-        typer.echo(f"{run.name:<30} P {_fmt(p):>6}  R {_fmt(r):>6}  F1 {_fmt(f):>6}")
-    typer.secho(f"Wrote {result['markdown']}" + (f" and {result['plot']}" if result["plot"] else ""),
-                fg=typer.colors.GREEN)

@@ -1,7 +1,7 @@
-"""The typer app of ``python -m spacy_crossner``.
+"""The typer app of ``python -m spacy_crossner`` and its error helper.
 
-Each command lives in the module of its feature and registers itself on ``app`` when that
-module is imported below; the commands are thin wrappers around keyword-only functions.
+Command modules (``spacy_crossner/cli/*.py``) import ``app`` from here and register on it;
+``spacy_crossner/cli/__init__.py`` imports them, so imports only point down.
 """
 import typer
 
@@ -17,7 +17,3 @@ def fail(message: str, code: int = 1) -> None:
     """End a command with one clear message on stderr and a non-zero exit, no traceback."""
     typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
-
-
-# Command modules register themselves on `app` when imported.
-from . import commands  # noqa: E402,F401

@@ -24,8 +24,9 @@ from typing import List, Optional
 
 import typer
 
-from ..cli import app, fail
-from .corpus import DEFAULT_MAX_LINE_CHARS, DaptInputError
+from ..dapt.corpus import DEFAULT_MAX_LINE_CHARS, DaptInputError
+from ._util import app, fail
+
 
 
 @app.command("dapt")
@@ -64,7 +65,7 @@ def dapt_command(
     dapt CORPUS OUTPUT_DIR (--multi_gpu also on CPU). --batch-size is per process. Ends with a
     summary: tokens seen and the held-out masked-LM loss before and after.
     """
-    from .train import format_summary, run_dapt
+    from ..dapt.train import format_summary, run_dapt
 
     try:
         summary = run_dapt(
@@ -110,7 +111,7 @@ def select_corpus_command(
     Sentences are de-duplicated; entity mentions are leftmost-longest gazetteer matches on word
     boundaries (rule in the docstring of spacy_crossner.dapt.corpus). Counts are printed.
     """
-    from .corpus import format_selection, select_corpus
+    from ..dapt.corpus import format_selection, select_corpus
 
     types = [t for t in task_types.split(",") if t.strip()] if task_types is not None else None
     try:

@@ -1,0 +1,10 @@
+"""``python -m spacy_crossner``: the command-line interface (spaCy's ``cli/`` layout).
+
+``_util`` holds the typer ``app``; each command module registers its commands on it and calls
+plain keyword-only functions of the library modules, which never import the CLI.
+"""
+from ._util import app, fail
+
+from . import convert, dapt, evaluate, report  # noqa: F401,E402  (register the commands)
+
+__all__ = ["app", "fail"]

@@ -1,0 +1,49 @@
+"""The ``evaluate`` command."""
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..evaluate import EvaluationError, evaluate, summary_table
+from ._util import app, fail
+
+
+@app.command("evaluate")
+def evaluate_cli(
+    model: Path = typer.Argument(..., help="Trained pipeline directory (e.g. training/model-best)."),
+    data: Path = typer.Argument(..., help="A .spacy file (or folder of them) with gold entities."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write the metrics as JSON to this file."
+    ),
+    mode: str = typer.Option(
+        "sentence", "--mode", "-m",
+        help="sentence: score each sentence on its own (spaCy's scorer); crossner-compat: the "
+        "CrossNER authors' scoring, all sentences of the split as one tag stream (conlleval).",
+    ),
+    labels: Optional[str] = typer.Option(
+        None, "--labels", "-l",
+        help="Comma-separated entity types to score; others count as O. Default: all.",
+    ),
+    domain: Optional[str] = typer.Option(
+        None, "--domain", "-d",
+        help="Domain set on every doc. Default: each doc's own domain, else the component's "
+        "target_domain.",
+    ),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id, -1 for CPU."),
+) -> None:
+    """Score a pipeline's entities (exact match P/R/F, overall and per type) on a .spacy corpus."""
+    label_list = [l.strip() for l in labels.split(",") if l.strip()] if labels else None
+    if labels is not None and not label_list:
+        fail("--labels is empty: give comma-separated entity types")
+    try:
+        result = evaluate(model=model, data=data, output=output, mode=mode, labels=label_list,
+                          domain=domain, gpu_id=gpu_id)
+    except (EvaluationError, OSError) as err:
+        fail(str(err))
+    typer.echo(f"{result['data']} ({result['n_docs']:,} docs, {result['n_words']:,} words), "
+               f"domain {result['domain']}, mode {mode}")
+    typer.echo(summary_table(result))
+    if result.get("note"):
+        typer.secho(f"Note: {result['note']}", fg=typer.colors.YELLOW)
+    if output is not None:
+        typer.secho(f"Wrote {output}", fg=typer.colors.GREEN)

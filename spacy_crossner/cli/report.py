@@ -1,0 +1,32 @@
+"""The ``report`` command."""
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..report import ReportError, format_percent, report
+from ._util import app, fail
+
+
+@app.command("report")
+def report_cli(
+    metrics: List[str] = typer.Argument(
+        ..., help="Metrics JSON files (from `python -m spacy_crossner evaluate` or `spacy "
+        "evaluate`), each PATH or NAME=PATH; a run is named after its file unless NAME is given."
+    ),
+    output_dir: Path = typer.Option(
+        Path("reports"), "--output", "-o", help="Folder for report.md and f1_per_type.png."
+    ),
+    title: Optional[str] = typer.Option(None, "--title", "-t", help="Heading of the report."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Also write the PNG plot."),
+) -> None:
+    """Write a markdown table of P/R/F per entity type and a PNG of per-type F1 for several runs."""
+    try:
+        result = report(metrics=metrics, output_dir=output_dir, title=title, plot=plot)
+    except (ReportError, OSError) as err:
+        fail(str(err))
+    for run in result["runs"]:
+        p, r, f = run.overall
+        typer.echo(f"{run.name:<30} P {format_percent(p):>6}  R {format_percent(r):>6}  F1 {format_percent(f):>6}")
+    typer.secho(f"Wrote {result['markdown']}" + (f" and {result['plot']}" if result["plot"] else ""),
+                fg=typer.colors.GREEN)
