@@ -138,7 +138,9 @@ def _load_docs(data: Path, vocab) -> list:
 
     if not data.exists():
         raise EvaluationError(f"Data not found: {data}")
-    files = sorted(data.glob("**/*.spacy")) if data.is_dir() else [data]
+    from .docbin import spacy_files
+
+    files = spacy_files(data)
     if not files:
         raise EvaluationError(f"No .spacy files in {data}")
     docs = []

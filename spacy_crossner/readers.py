@@ -15,7 +15,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.util import registry
 
-from .docbin import read_docbin
+from .docbin import read_docbin, spacy_files
 from .domains import get_domain, set_domain
 
 logger = logging.getLogger("spacy_crossner")
@@ -193,7 +193,7 @@ def _check_path(path: Union[str, Path], setting: str) -> Path:
 
 
 def _read_docbins(nlp: Language, path: Path) -> Iterator[Doc]:
-    files = sorted(path.glob("**/*.spacy")) if path.is_dir() else [path]
+    files = spacy_files(path)
     if not files:
         raise ValueError(f"No .spacy files in {path}")
     for file in files:

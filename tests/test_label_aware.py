@@ -402,9 +402,10 @@ def test_beam_width_from_config_and_valid_output(trained):
     assert predicted_ents(nlp, NEWS + AI) == gold_ents(NEWS + AI)
     pipe = nlp.get_pipe("crossner")
     docs = [nlp.make_doc("a b c d e f g h i j k l " * 5), nlp.make_doc("x")]
-    output = pipe.model.predict(docs)
-    for ids, domain in zip(output.tag_ids, output.domains):
-        tags = pipe.domain_tags()[domain]
+    for doc, decoded in zip(docs, pipe.predict(docs)):
+        tags = pipe.domain_tags()[pipe.default_domain()]
+        ids = [tags.index(t) for t in decoded.tags]
+        assert len(ids) == len(doc)
         start, trans, _ = allowed_moves(tags)
         assert start[ids[0]] and all(trans[a, b] for a, b in zip(ids, ids[1:]))
     assert pipe.predict([]) == [] and [list(d.ents) for d in nlp.pipe(["", ""])] == [[], []]

@@ -14,7 +14,8 @@ from thinc.api import Adam, fix_random_seed
 
 from spacy_crossner import set_domain
 from spacy_crossner.decoding import bio_tags, viterbi_decode
-from spacy_crossner.models.base import get_crfs, get_emitter
+from spacy_crossner.models.base import get_emitter
+from spacy_crossner.models.head import get_crf
 from spacy_crossner.models.pytorch_heads import module_key
 from spacy_crossner.models.pytorch_multi_cell import (
     TARGET_KEY,
@@ -289,7 +290,7 @@ def test_parameter_count_formula_at_paper_sizes(target_types, expected):
 
 
 def test_crf_log_partition_and_viterbi_equal_brute_force(mc_trained):
-    crf = get_crfs(mc_trained.get_pipe("crossner").model).get("news")
+    crf = get_crf(mc_trained.get_pipe("crossner").model, "news")
     tags = bio_tags(["location", "organisation", "person"])[:5]  # tiny: 5 of its tags
     rng = numpy.random.RandomState(0)
     n = 3

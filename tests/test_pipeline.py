@@ -196,8 +196,8 @@ def test_nan_loss_is_an_error(trained):
     import numpy
     pipe = trained.get_pipe("crossner")
     examples = make_examples(trained, AI[:1])
-    output = pipe.model.predict([eg.predicted for eg in examples])
-    output.scores[0][:] = numpy.nan
+    output = pipe.model.predict(pipe.make_input([eg.predicted for eg in examples]))
+    output.scores[0] = numpy.nan
     with pytest.raises(ValueError, match="training diverged"):
         pipe.get_loss(examples, output)
 
