@@ -257,7 +257,7 @@ def _detect_sep(lines: Sequence[str]) -> Tuple[str, Optional[int]]:
         fields = line.split(maxsplit=1)
         if not fields or is_docstart(fields[0]):
             continue
-        return ("tab" if "\t" in line.strip(" ") else "space"), line_no
+        return ("tab" if "\t" in line.strip() else "space"), line_no
     return "space", None
 
 
@@ -322,7 +322,7 @@ def read_column_file(
             n_docstart += 1
             doc_break = True
             continue
-        if sep_detected and sep == "space" and "\t" in line.strip(" "):
+        if sep_detected and sep == "space" and "\t" in line.strip():
             raise FormatError(
                 path, line_no,
                 f"this line is tab-separated but the first token line (line {sep_line}) is "

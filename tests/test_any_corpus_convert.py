@@ -205,3 +205,9 @@ def test_bad_label_map_names_the_option(tmp_path, value, message):
     result = CliRunner().invoke(app, ["convert", str(path), str(tmp_path / "o"), "--label-map", value])
     assert result.exit_code == 1 and "--label-map" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_trailing_tab_in_a_space_separated_file(tmp_path):
+    path = write_bytes(tmp_path, "sp.txt", b"a B-X\t\nb I-X\t \nc O\n")
+    column_file = read_column_file(path)
+    assert column_file.sep == "space" and column_file.sentences[0].tags == ["B-X", "I-X", "O"]
