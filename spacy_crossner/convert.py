@@ -129,6 +129,7 @@ class RawTextSummary:
         txt output a token holding spaces is written as, and counted as, its parts).
     split_tokens (int): tokens holding whitespace, written as several tokens (txt output).
     warnings (List[str]): inputs without a sentence.
+    skipped (List[Tuple[Path, str]]): files of input directories not read, with the reason.
     empty_lines (int): empty lines of plain-text inputs, skipped.
     duplicates (int): sentences dropped by ``dedup`` (0 without it).
     per_input (dict): input path → sentences read from it.
@@ -142,6 +143,7 @@ class RawTextSummary:
     split_tokens: int = 0
     per_input: dict = field(default_factory=dict)
     warnings: List[str] = field(default_factory=list)
+    skipped: List[Tuple[Path, str]] = field(default_factory=list)
 
 
 def scan_directory(directory: Union[str, Path]) -> Tuple[List[Path], List[Tuple[Path, str]]]:
@@ -574,10 +576,13 @@ def write_raw_text(
     if not inputs:
         raise ConversionError("No input files given")
     files: List[Path] = []
+    skipped: List[Tuple[Path, str]] = []
     for item in inputs:
-        files.extend(_resolve_inputs(Path(item))[0])
+        found, not_read = _resolve_inputs(Path(item))
+        files.extend(found)
+        skipped.extend(not_read)
     output = Path(output)
-    summary = RawTextSummary(output)
+    summary = RawTextSummary(output, skipped=skipped)
     seen = set()
     sentences: List[List[str]] = []
     for path in files:

@@ -211,3 +211,15 @@ def test_trailing_tab_in_a_space_separated_file(tmp_path):
     path = write_bytes(tmp_path, "sp.txt", b"a B-X\t\nb I-X\t \nc O\n")
     column_file = read_column_file(path)
     assert column_file.sep == "space" and column_file.sentences[0].tags == ["B-X", "I-X", "O"]
+
+
+def test_raw_text_lists_skipped_files_of_a_directory(tmp_path):
+    directory = tmp_path / "texts"
+    directory.mkdir()
+    (directory / "a.txt").write_text("one sentence here\n")
+    (directory / "b.reannotated").write_text("x O\n")
+    summary = write_raw_text([directory], tmp_path / "raw.txt", domain="x")
+    assert [(p.name, why) for p, why in summary.skipped] == [
+        ("b.reannotated", "unrecognised suffix '.reannotated'")]
+    result = CliRunner().invoke(app, ["raw-text", str(directory), "-o", str(tmp_path / "r.txt"), "-d", "x"])
+    assert result.exit_code == 0 and "b.reannotated" in result.stderr

@@ -113,6 +113,9 @@ def raw_text_cli(
     except (ValueError, OSError) as err:
         fail(str(err))
     _warn(summary.warnings)
+    for path, why in summary.skipped:
+        typer.secho(f"Skipped {path} ({why}); name it directly to read it.",
+                    fg=typer.colors.YELLOW, err=True)
     typer.echo(
         f"Wrote {summary.sentences:,} sentences ({summary.tokens:,} tokens) to {output}; "
         f"skipped {summary.empty_lines:,} empty lines; dropped {summary.duplicates:,} duplicates."
