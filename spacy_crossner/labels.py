@@ -35,14 +35,15 @@ def load_label_map(
         source = "the mapping"
     else:
         text = str(value).strip()
+        inline = text.startswith(("{", "["))
         path = Path(text)
-        if not text.startswith("{") and len(text) < 4096 and path.is_file():
+        if not inline and len(text) < 4096 and path.is_file():
             source = str(path)
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as err:
                 raise LabelMapError(f"{option}: cannot read {path}: {err}") from None
-        elif not text.startswith("{"):
+        elif not inline:
             raise LabelMapError(
                 f"{option}: {text!r} is neither an existing JSON file nor an inline JSON object "
                 "such as '{\"PER\": \"person\"}'"

@@ -192,6 +192,7 @@ def test_label_map_in_convert(tmp_path):
         ('{"PER": ""}', "maps 'PER' to ''"),
         ("missing.json", "neither an existing JSON file nor an inline JSON object"),
         ("FILE", "must be a JSON object"),
+        ('["PER"]', "the inline JSON must be a JSON object"),
     ],
 )
 def test_bad_label_map_names_the_option(tmp_path, value, message):
