@@ -489,3 +489,25 @@ def test_new_domain_and_labels_grow_cells_keeping_old_ones(mc_trained):
     copy.add_pipe("crossner", config={"model": SMALL_MC, "target_domain": "ai"})
     copy.from_bytes(nlp.to_bytes())
     assert get_emitter(copy.get_pipe("crossner").model).types == types + ["gene"]
+
+
+def test_labels_added_to_two_domains_keep_every_cell_in_place(tmp_path):
+    """A target type, then a source type, added to a trained model: each trained cell keeps its
+    type and weights, the new types are appended, and saving and loading keeps the mapping."""
+    fix_random_seed(0)
+    nlp = blank_with({"model": SMALL_MC, "target_domain": "ai"})
+    train(nlp, make_examples(nlp, NEWS + AI), n_iter=3)
+    pipe = nlp.get_pipe("crossner")
+    emitter = get_emitter(pipe.model)
+    before = list(emitter.types)
+    cells = {t: emitter.encoder.et_in_w[:, :, i].detach().clone() for i, t in enumerate(before)}
+    pipe.add_label("gene", domain="ai")
+    pipe.add_label("chem", domain="news")
+    assert emitter.types == before + ["gene", "chem"]
+    assert pipe.cfg["build_config"][TYPES_KEY] == emitter.types
+    for i, t in enumerate(before):
+        assert torch.equal(emitter.encoder.et_in_w[:, :, i], cells[t]), t
+    nlp.to_disk(tmp_path / "model")
+    loaded = get_emitter(spacy.load(tmp_path / "model").get_pipe("crossner").model)
+    assert loaded.types == emitter.types
+    assert torch.equal(loaded.encoder.et_in_w, emitter.encoder.et_in_w)

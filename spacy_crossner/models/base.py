@@ -24,7 +24,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
 from thinc.types import Floats2d, Floats3d
 from thinc.util import get_torch_default_device, is_xp_array
 
-from .head import build_head
+from .head import build_head, gold_tensor
 from .pytorch_emitter import Emitter
 
 DomainTags = Dict[str, List[str]]
@@ -220,17 +220,6 @@ def _setup_emitter(layer: Model, domain_tags: DomainTags, build_config: Dict[str
     module = layer.shims[0]._model
     module.setup(build_config["nI"], domain_tags, build_config)
     module.to(get_torch_default_device())
-
-
-def gold_tensor(gold: Optional[List[Optional[List[int]]]], shape, device) -> Optional[torch.Tensor]:
-    """(B, T) long tensor of gold tag ids, -1 where unknown (raw-text rows all -1)."""
-    if gold is None:
-        return None
-    out = torch.full(shape, -1, dtype=torch.long)
-    for i, ids in enumerate(gold):
-        if ids is not None:
-            out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return out.to(device)
 
 
 def _emitter_inputs(model: Model, inputs, is_train: bool):

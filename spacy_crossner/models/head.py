@@ -60,8 +60,6 @@ def _setup_head(layer: Model, domain_tags: Dict[str, List[str]], build_config: D
 
 
 def _head_inputs(model: Model, inputs, is_train: bool):
-    from .base import gold_tensor
-
     scores, lengths, domains, gold = inputs
     device = model.shims[0].device
     emissions = xp2torch(scores, requires_grad=is_train, device=device)
@@ -81,6 +79,17 @@ def _head_outputs(model: Model, inputs_outputs, is_train: bool):
         return ArgsKwargs(args=([loss_t],), kwargs={"grad_tensors": [torch.ones_like(loss_t)]})
 
     return float(loss_t.detach().cpu()), backprop
+
+
+def gold_tensor(gold: Optional[List[Optional[List[int]]]], shape, device) -> Optional[torch.Tensor]:
+    """(B, T) long tensor of gold tag ids, -1 where unknown (raw-text rows all -1)."""
+    if gold is None:
+        return None
+    out = torch.full(shape, -1, dtype=torch.long)
+    for i, ids in enumerate(gold):
+        if ids is not None:
+            out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out.to(device)
 
 
 def get_head(model: Model) -> Model:
@@ -141,9 +150,7 @@ def decode(model: Model, output, whitespace: Sequence[Sequence[bool]]) -> List[D
     idx = model.ops.asarray1i(keep)
     with torch.no_grad():
         if decoder == "autoregressive":
-            from .base import get_emitter
-
-            emitter = get_emitter(model)
+            emitter = model.get_ref("emitter").shims[0]._model
             X = xp2torch(output.features[idx][:, :T], device=device)
             was_training = emitter.training
             emitter.eval()
