@@ -201,16 +201,6 @@ def output_name(input_path: Path) -> str:
     return input_path.name + ".spacy"
 
 
-def sentence_to_doc(
-    vocab: Vocab, sentence: Sentence, scheme: str = "IOB2", domain: Optional[str] = None
-) -> Doc:
-    """A Doc of one sentence with its entities (every other token O) and domain.
-    Use :func:`formats.tags_to_spans` for the repairs."""
-    doc = _make_doc(vocab, [sentence], scheme)[0]
-    set_domain(doc, domain)
-    return doc
-
-
 def _make_doc(
     vocab: Vocab, sentences: Sequence[Sentence], scheme: str, mark_sents: bool = False,
     label_map: Optional[Dict[str, str]] = None,
@@ -332,29 +322,6 @@ def _write_column_file(
     output_path.parent.mkdir(parents=True, exist_ok=True)
     doc_bin.to_disk(output_path)
     return summary
-
-
-def convert_file(
-    input_path: Union[str, Path],
-    output_path: Union[str, Path],
-    *,
-    domain: str,
-    scheme: str = "auto",
-    sep: str = "auto",
-    by_document: bool = False,
-    vocab: Optional[Vocab] = None,
-    label_map: Optional[Dict[str, str]] = None,
-) -> FileSummary:
-    """Convert one column file to one DocBin (arguments as in :func:`convert`).
-
-    output_path (Union[str, Path]): the ``.spacy`` file to write.
-    RETURNS (FileSummary): the counts. Raises FormatError on unreadable input.
-    """
-    column_file = read_column_file(input_path, sep=sep, scheme=scheme)
-    return _write_column_file(
-        column_file, Path(output_path), domain=domain, by_document=by_document,
-        vocab=vocab if vocab is not None else Vocab(), label_map=load_label_map(label_map),
-    )
 
 
 def convert(

@@ -12,6 +12,7 @@ an empty raw-text file, a raw-text file that is a token/tag column file (convert
 """
 import logging
 import random
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -22,7 +23,7 @@ from spacy.util import registry
 
 from .convert import looks_like_columns
 from .docbin import read_docbin, spacy_files
-from .domains import get_domain, set_domain
+from .domains import example_domain, get_domain, set_domain
 from .formats import FormatError, read_utf8, split_lines
 
 logger = logging.getLogger("spacy_crossner")
@@ -279,3 +280,44 @@ def _sample(docs: List[Doc], factor: float, rng: random.Random) -> List[Doc]:
     if rest > 0 and docs:
         out.extend(rng.sample(docs, int(round(rest * len(docs)))))
     return out
+
+
+SCHEDULES = ("alternate", "sum")
+
+
+@registry.batchers("spacy_crossner.domain_schedule.v1")
+def make_domain_schedule_batcher(
+    schedule: str = "alternate", size: int = 10
+) -> Callable[[Iterable[Example]], Iterator[List[Example]]]:
+    """Batches that follow the multi-cell LSTM's update schedules (``[training.batcher]``).
+
+    Examples are split into streams, one per domain (raw-text docs, without entity annotation,
+    form their own stream per domain), each kept in the order given (spaCy shuffles each pass).
+    schedule (str): "alternate" (the authors' SDA code: single-domain batches of ``size`` docs,
+        the streams taking turns) or "sum" (the paper's Algorithm 1 and the UDA code: every
+        batch holds ``size`` docs of each stream, so one update sums the domains' losses).
+        A stream that runs out drops out until the next pass.
+    size (int): docs per stream in a batch (the code: 10).
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(
+            f"spacy_crossner.domain_schedule.v1: schedule must be one of {SCHEDULES}, got {schedule!r}"
+        )
+    if size < 1:
+        raise ValueError(f"spacy_crossner.domain_schedule.v1: size must be >= 1, got {size}")
+
+    def batcher(examples: Iterable[Example]) -> Iterator[List[Example]]:
+        streams: Dict[Any, List[Example]] = {}
+        for eg in examples:
+            raw = not eg.reference.has_annotation("ENT_IOB")
+            key = (example_domain(eg), raw)
+            streams.setdefault(key, []).append(eg)
+        chunks = [[s[i : i + size] for i in range(0, len(s), size)] for s in streams.values()]
+        for step in zip_longest(*chunks):
+            present = [chunk for chunk in step if chunk]
+            if schedule == "alternate":
+                yield from present
+            else:
+                yield [eg for chunk in present for eg in chunk]
+
+    return batcher

@@ -130,3 +130,11 @@ def test_no_entity_on_whitespace(trained):
     for text in ["Google  \n released TensorFlow", "\n Google released \n", "LSTM \n\n"]:
         for ent in nlp(text).ents:
             assert not ent[0].is_space and not ent[-1].is_space
+
+
+def test_empty_one_token_and_long_docs(trained):
+    _, nlp = trained
+    assert nlp("").ents == () and len(nlp("").spans["crossner"].attrs["scores"]) == 0
+    long_doc = nlp(" ".join(["Paris is in France ."] * 300))
+    assert len(long_doc) == 1500
+    assert {e.label_ for e in long_doc.ents} <= set(nlp.get_pipe("crossner").doc_labels(long_doc))

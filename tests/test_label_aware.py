@@ -380,20 +380,6 @@ def test_overfits_two_domains(trained):
     assert set(names) == {t for tags in pipe.domain_tags().values() for t in tags}
 
 
-def test_roundtrips_and_pipe(trained, tmp_path):
-    expected = predicted_ents(trained, NEWS + AI)
-    trained.to_disk(tmp_path / "model")
-    loaded = spacy.load(tmp_path / "model")
-    assert predicted_ents(loaded, NEWS + AI) == expected
-    fresh = tiny_nlp()
-    fresh.from_bytes(trained.to_bytes())
-    assert predicted_ents(fresh, NEWS + AI) == expected
-    texts = ["Google released TensorFlow .", "", "LSTM", "We report accuracy on ImageNet ."] * 3
-    piped = [[(e.text, e.label_) for e in d.ents] for d in loaded.pipe(texts, batch_size=5)]
-    called = [[(e.text, e.label_) for e in loaded(t).ents] for t in texts]
-    assert piped == called
-
-
 def test_beam_width_from_config_and_valid_output(trained):
     nlp = tiny_nlp(beam_width=4)
     nlp.from_bytes(trained.to_bytes())

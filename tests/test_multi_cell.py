@@ -344,26 +344,6 @@ def test_sda_overfits_two_domains(mc_trained):
     assert {e.label_ for e in mc_trained(doc).ents} <= set(pipe.label_data["ai"])
 
 
-def test_sda_round_trips_and_pipe(mc_trained, tmp_path):
-    expected = predicted_ents(mc_trained, NEWS + AI)
-    mc_trained.to_disk(tmp_path / "model")
-    loaded = spacy.load(tmp_path / "model")
-    assert predicted_ents(loaded, NEWS + AI) == expected
-    assert get_emitter(loaded.get_pipe("crossner").model).types == get_emitter(mc_trained.get_pipe("crossner").model).types
-    fresh = blank_with({"model": SMALL_MC, "target_domain": "ai"})
-    fresh.from_bytes(mc_trained.to_bytes())
-    assert predicted_ents(fresh, NEWS + AI) == expected
-    docs = []
-    for domain, words, _ in NEWS + AI:
-        doc = Doc(mc_trained.vocab, words=words)
-        set_domain(doc, domain)
-        docs.append(doc)
-    one_by_one = [[(e.start, e.end, e.label_) for e in mc_trained(d.copy()).ents] for d in docs]
-    piped = [[(e.start, e.end, e.label_) for e in d.ents] for d in mc_trained.pipe([d.copy() for d in docs], batch_size=4)]
-    assert piped == one_by_one
-    assert mc_trained("").ents == () and len(mc_trained("London")) == 1
-
-
 def test_sda_paper_switches_and_domain_weights_train():
     fix_random_seed(0)
     model = dict(SMALL_MC, attention_sharing="shared", att_loss_on="scores_paper", domain_weights={"ai": 2.0})

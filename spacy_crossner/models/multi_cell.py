@@ -12,17 +12,14 @@ backward language model with a sampled softmax. The torch modules are in
 The cell inventory (and the LM vocabulary) live in ``build_config``, so a saved pipeline rebuilds
 the same modules before its weights load.
 """
-from itertools import zip_longest
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy
 from spacy.tokens import Doc
-from spacy.training import Example
 from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from ..domains import example_domain
 from ..lm import EntityDictionary, build_lm_vocab, lm_word_ids
 from .base import TaggerInput, TaggerOutput, build_crossner_model, crossner_init, get_emitter
 from .pytorch_multi_cell import (
@@ -193,44 +190,3 @@ def multi_cell_extra_inputs(
             ids[i, : len(doc)] = cache["dictionary"].token_types([t.text for t in doc], type_index)
         out["dict_types"] = ids
     return out
-
-
-SCHEDULES = ("alternate", "sum")
-
-
-@registry.batchers("spacy_crossner.domain_schedule.v1")
-def make_domain_schedule_batcher(
-    schedule: str = "alternate", size: int = 10
-) -> Callable[[Iterable[Example]], Iterator[List[Example]]]:
-    """Batches that follow the multi-cell LSTM's update schedules (``[training.batcher]``).
-
-    Examples are split into streams, one per domain (raw-text docs, without entity annotation,
-    form their own stream per domain), each kept in the order given (spaCy shuffles each pass).
-    schedule (str): "alternate" (the authors' SDA code: single-domain batches of ``size`` docs,
-        the streams taking turns) or "sum" (the paper's Algorithm 1 and the UDA code: every
-        batch holds ``size`` docs of each stream, so one update sums the domains' losses).
-        A stream that runs out drops out until the next pass.
-    size (int): docs per stream in a batch (the code: 10).
-    """
-    if schedule not in SCHEDULES:
-        raise ValueError(
-            f"spacy_crossner.domain_schedule.v1: schedule must be one of {SCHEDULES}, got {schedule!r}"
-        )
-    if size < 1:
-        raise ValueError(f"spacy_crossner.domain_schedule.v1: size must be >= 1, got {size}")
-
-    def batcher(examples: Iterable[Example]) -> Iterator[List[Example]]:
-        streams: Dict[Any, List[Example]] = {}
-        for eg in examples:
-            raw = not eg.reference.has_annotation("ENT_IOB")
-            key = (example_domain(eg), raw)
-            streams.setdefault(key, []).append(eg)
-        chunks = [[s[i : i + size] for i in range(0, len(s), size)] for s in streams.values()]
-        for step in zip_longest(*chunks):
-            present = [chunk for chunk in step if chunk]
-            if schedule == "alternate":
-                yield from present
-            else:
-                yield [eg for chunk in present for eg in chunk]
-
-    return batcher

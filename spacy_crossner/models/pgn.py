@@ -165,8 +165,8 @@ def _check_setting(setting: str, target, aliases: Dict[str, str], raw_domains: s
         if target not in aliases:
             raise ValueError(
                 f"{where} = \"unsupervised\": the target domain '{target}' must have no labels of "
-                f"its own; map it to the source in [components.crossner] domain_aliases, e.g. "
-                f"{{\"{target}\": \"conll2003\"}}."
+                "its own; map it to the source in [components.crossner] domain_aliases (the "
+                "configs build it from --vars.target_domain and --vars.source_domain)."
             )
         if target not in raw_domains:
             raise ValueError(
