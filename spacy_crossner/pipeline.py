@@ -30,7 +30,7 @@ from .models.base import (
     forget_resized_optimizer_state,
     setup_torch_layers,
 )
-from .models.head import Decoded
+from .models.head import Decoded, copy_domain_rows
 from .models.head import decode as head_decode
 from .models.head import get_loss as head_loss
 
@@ -124,6 +124,7 @@ def make_configure_callback(
     labels: Optional[Dict[str, List[str]]] = None,
     labels_from: Optional[str] = None,
     labels_domain: Optional[str] = None,
+    init_from: Optional[str] = None,
 ) -> Callable[[Language], Language]:
     """An ``[initialize.after_init]`` callback for a sourced crossner component.
 
@@ -137,6 +138,10 @@ def make_configure_callback(
         up front keeps the model's size fixed during training.
     labels_domain (Optional[str]): the domain of the docs of ``labels_from`` (default: each
         doc's own ``doc._.domain``, else ``target_domain``).
+    init_from (Optional[str]): a trained domain (e.g. the source) whose output rows start the
+        target domain's for the tags they share by name (the CrossNER authors' fine-tuning,
+        which keeps one output layer over the union of labels); None: the target's rows start
+        fresh.
     """
 
     def configure(nlp: Language) -> Language:
@@ -154,6 +159,13 @@ def make_configure_callback(
         if labels_from:
             for domain, label in _labels_in_corpus(nlp, labels_from, labels_domain, target_domain):
                 pipe.add_label(label, domain=domain)
+        if init_from:
+            if pipe.target_domain is None:
+                raise ValueError(
+                    "[initialize.after_init] spacy_crossner.configure_crossner.v1: init_from "
+                    "needs target_domain"
+                )
+            pipe.init_domain_from(init_from, pipe.target_domain)
         return nlp
 
     return configure
@@ -278,6 +290,22 @@ class CrossNER(TrainablePipe):
         else:
             self._sync_model_attrs()
         return 1
+
+    def init_domain_from(self, source: str, target: str) -> int:
+        """Start ``target``'s output rows (heads, CRF) from ``source``'s for the tags they share
+        by name: fine-tuning then starts from the pre-trained output layer for those tags.
+
+        RETURNS (int): the number of shared tags (``O`` included).
+        """
+        for domain in (source, target):
+            if domain not in self.cfg["labels"]:
+                raise ValueError(
+                    f"init_domain_from: '{domain}' has no labels (labelled domains: "
+                    f"{sorted(self.cfg['labels'])}); add the target's labels first"
+                )
+        if not self._is_initialized():
+            raise ValueError("init_domain_from: the component is not initialized")
+        return copy_domain_rows(self.model, source, target, self.domain_tags())
 
     def _is_initialized(self) -> bool:
         return bool(self.cfg.get("build_config"))

@@ -175,3 +175,33 @@ def test_package_has_no_import_cycle_and_pipeline_no_torch():
     imported = {a.name for n in ast.walk(pipeline) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(pipeline) if isinstance(n, ast.ImportFrom) and n.module}
     assert not any(name == "torch" or name.startswith("torch.") for name in imported)
+
+
+def test_target_rows_start_from_the_source_for_shared_tags(saved):
+    """Pre-train then fine-tune the authors' way: the target's output layer starts from the
+    source's for the tags both have (here O and the organisation tags)."""
+    from spacy_crossner.models.pytorch_heads import DomainHeads
+    from spacy_crossner.models.base import get_emitter
+    from spacy_crossner.pipeline import make_configure_callback
+
+    nlp = spacy.load(saved)
+    pipe = nlp.get_pipe("crossner")
+    heads = next(m for m in get_emitter(pipe.model).modules() if isinstance(m, DomainHeads))
+    news_tags, ai_tags = pipe.domain_tags()["news"], pipe.domain_tags()["ai"]
+    shared = [t for t in ai_tags if t in news_tags]
+    assert shared == ["O", "B-organisation", "I-organisation"]
+    news, ai = heads.heads["news"], heads.heads["ai"]
+    assert not torch.equal(ai.weight[ai_tags.index("B-organisation")], news.weight[news_tags.index("B-organisation")])
+    make_configure_callback(target_domain="ai", init_from="news")(nlp)
+    for tag in shared:
+        assert torch.equal(ai.weight[ai_tags.index(tag)], news.weight[news_tags.index(tag)])
+        assert torch.equal(ai.bias[ai_tags.index(tag)], news.bias[news_tags.index(tag)])
+    news_crf, ai_crf = get_crf(pipe.model, "news"), get_crf(pipe.model, "ai")
+    for a in shared:
+        for b in shared:
+            assert ai_crf.transitions[ai_tags.index(a), ai_tags.index(b)] == \
+                news_crf.transitions[news_tags.index(a), news_tags.index(b)]
+    # Tags the source does not have keep their own rows.
+    assert not torch.equal(ai.weight[ai_tags.index("B-algorithm")], news.weight[0])
+    with pytest.raises(ValueError, match="'music' has no labels"):
+        pipe.init_domain_from("music", "ai")

@@ -97,6 +97,25 @@ def get_head(model: Model) -> Model:
     return model.get_ref("head")
 
 
+def copy_domain_rows(model: Model, source: str, target: str, domain_tags: Dict[str, List[str]]) -> int:
+    """Initialise ``target``'s output rows (linear heads and CRF) from ``source``'s for the tags
+    the two domains share by name (``O`` included), as the CrossNER authors' pre-train then
+    fine-tune keeps one output layer over the union of labels.
+
+    RETURNS (int): the number of shared tags.
+    """
+    from .pytorch_heads import DomainHeads
+
+    index = {tag: i for i, tag in enumerate(domain_tags[source])}
+    shared = [(index[tag], j) for j, tag in enumerate(domain_tags[target]) if tag in index]
+    for node in model.walk():
+        for shim in node.shims:
+            for module in shim._model.modules():
+                if isinstance(module, (DomainHeads, CRFHead)):
+                    module.copy_rows(source, target, shared)
+    return len(shared)
+
+
 def get_crf(model: Model, domain: str):
     """The constrained CRF of a domain (architectures with ``use_crf = true``)."""
     head = get_head(model)

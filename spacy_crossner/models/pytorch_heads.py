@@ -61,6 +61,19 @@ class DomainHeads(nn.Module):
     def n_tags(self, domain: str) -> int:
         return self.heads[module_key(domain)].out_features
 
+    def copy_rows(self, source: str, target: str, shared: Sequence[Tuple[int, int]]) -> None:
+        """Give ``target``'s head the rows (weights, bias) of ``source``'s for shared tags.
+
+        shared (Sequence[Tuple[int, int]]): (source tag id, target tag id) pairs.
+        """
+        src, dst = self.heads[module_key(source)], self.heads[module_key(target)]
+        if src.in_features != dst.in_features:
+            raise ValueError(f"The heads of '{source}' and '{target}' differ in input width")
+        with torch.no_grad():
+            for i, j in shared:
+                dst.weight[j] = src.weight[i]
+                dst.bias[j] = src.bias[i]
+
     def forward(self, hidden: torch.Tensor, domains: List[str]) -> torch.Tensor:
         """Scores of each doc's own domain's tags.
 
@@ -291,6 +304,17 @@ class CRFHead(DomainHead):
 
     def get(self, domain: str) -> ConstrainedCRF:
         return self.crfs[module_key(domain)]
+
+    def copy_rows(self, source: str, target: str, shared: Sequence[Tuple[int, int]]) -> None:
+        """Give ``target``'s CRF the start, end and transition scores of ``source``'s among the
+        shared tags ((source id, target id) pairs)."""
+        src, dst = self.get(source), self.get(target)
+        with torch.no_grad():
+            for i, j in shared:
+                dst.start_transitions[j] = src.start_transitions[i]
+                dst.end_transitions[j] = src.end_transitions[i]
+                for k, l in shared:
+                    dst.transitions[j, l] = src.transitions[i, k]
 
     def forward(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
