@@ -12,16 +12,9 @@ from spacy.tokens import Doc, DocBin
 from thinc.api import fix_random_seed
 
 from spacy_crossner import set_domain
-from util import AI, NEWS, blank_with, gold_ents, make_examples, predicted_ents, train
+from util import AI, NEWS, TINY_FEATURES, blank_with, gold_ents, make_examples, predicted_ents, train
 
-FEATURES = {
-    "@architectures": "spacy_crossner.WordCharEmbed.v1",
-    "word_width": 32,
-    "word_rows": 1000,
-    "char_width": 8,
-    "char_filters": 16,
-    "dropout": 0.0,
-}
+FEATURES = TINY_FEATURES
 ARCHITECTURES = {
     "bilstm_crf": {"@architectures": "spacy_crossner.BiLSTMCRF.v1", "hidden_size": 32, "dropout": 0.0},
     "bilstm_softmax": {

@@ -14,16 +14,9 @@ import spacy_crossner
 from spacy_crossner import set_domain
 from spacy_crossner.models.head import get_crf
 from spacy_crossner.models.pytorch_emitters import BiLSTMEmitter
-from util import AI, NEWS, blank_with, make_examples, predicted_ents, train, train_more
+from util import AI, NEWS, TINY_FEATURES, blank_with, make_examples, train, train_more
 
-FEATURES = {
-    "@architectures": "spacy_crossner.WordCharEmbed.v1",
-    "word_width": 32,
-    "word_rows": 1000,
-    "char_width": 8,
-    "char_filters": 16,
-    "dropout": 0.0,
-}
+FEATURES = TINY_FEATURES
 BILSTM = {"@architectures": "spacy_crossner.BiLSTMCRF.v1", "hidden_size": 32, "dropout": 0.0, "tok2vec": FEATURES}
 
 
