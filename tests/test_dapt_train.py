@@ -9,6 +9,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import json  # noqa: E402
 import random  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -20,7 +21,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from spacy_crossner.cli import app  # noqa: E402
 from spacy_crossner.dapt.corpus import DaptInputError  # noqa: E402
-from spacy_crossner.dapt.train import SUMMARY_FILE, run_dapt  # noqa: E402
+from spacy_crossner.dapt.train import SUMMARY_FILE, format_seconds, run_dapt  # noqa: E402
 from spacy_crossner.misc import bundled_transformer  # noqa: E402
 
 MAX_LENGTH = 32
@@ -109,10 +110,15 @@ def test_cli_token_masking(corpus, tmp_path):
     out = tmp_path / "token_dapt"
     result = CliRunner().invoke(app, [
         "dapt", str(corpus), str(out), "--masking", "token", "--max-steps", "2", "--batch-size", "4",
-        "--max-length", str(MAX_LENGTH), "--lr", "5e-4", "--held-out", "0.1", "--no-progress",
+        "--max-length", str(MAX_LENGTH), "--lr", "5e-4", "--held-out", "0.1", "--logging-steps", "1",
     ])
     assert result.exit_code == 0, result.output
     assert "tokens seen: 256" in result.output
+    # not a terminal: no bar, a line per logging step with the loss and the time left
+    assert "DAPT: training to step 2, a line every 1 steps" in result.output
+    assert re.search(r"DAPT step 1/2 \(50%\), loss \d+\.\d{3}, \d+ s elapsed, about \d+ s left", result.output)
+    assert re.search(r"DAPT step 2/2 \(100%\), loss \d+\.\d{3}, \d+ s elapsed\n", result.output)
+    assert "{'loss'" not in result.output
     assert "held-out masked-LM loss" in result.output and "freshly initialised" in result.output
     summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
     assert summary["masking"] == "token" and summary["loss_after"] < summary["loss_before"]
@@ -205,3 +211,7 @@ def test_torchrun_two_cpu_processes(corpus, tmp_path):
 
     assert AutoModel.from_pretrained(str(out)).config.hidden_size == 384
     assert AutoTokenizer.from_pretrained(str(out)).mask_token == "[MASK]"
+
+
+def test_format_seconds():
+    assert [format_seconds(s) for s in (0.4, 48, 185, 3720)] == ["0 s", "48 s", "3 min 05 s", "1 h 02 min"]

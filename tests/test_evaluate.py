@@ -209,3 +209,32 @@ def test_zero_shot_model_lists_the_types_it_cannot_predict(tmp_path, pipe_name):
     assert result["domain"] == "ai"
     assert result["unpredictable_labels"] == {"misc": 1, "organisation": 2, "product": 1, "researcher": 2}
     assert "cannot predict" in result["note"]
+
+
+def test_source_only_model_on_target_data_names_the_domain_option(tmp_path):
+    """A model labelled on news only, scored on ai docs: the error says --domain news."""
+    from spacy.training import Example
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("crossner", config={"target_domain": "news"})
+    doc = Doc(nlp.vocab, words="John lives in Paris".split())
+    doc.ents = [Span(doc, 0, 1, label="person"), Span(doc, 3, 4, label="location")]
+    set_domain(doc, "news")
+    pred = Doc(nlp.vocab, words=[t.text for t in doc])
+    set_domain(pred, "news")
+    nlp.initialize(lambda: [Example(pred, doc)])
+    nlp.to_disk(tmp_path / "model")
+    db = DocBin(store_user_data=True)
+    for words, ents in SENTENCES:
+        gold = Doc(nlp.vocab, words=words)
+        gold.ents = [Span(gold, s, e, label=l) for s, e, l in ents]
+        set_domain(gold, "ai")
+        db.add(gold)
+    db.to_disk(tmp_path / "ai.spacy")
+    res = CliRunner().invoke(app, ["evaluate", str(tmp_path / "model"), str(tmp_path / "ai.spacy")])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "Unknown domain 'ai'" in res.output and "--domain news" in res.output
+    ok = CliRunner().invoke(app, ["evaluate", str(tmp_path / "model"), str(tmp_path / "ai.spacy"),
+                                  "--domain", "news"])
+    assert ok.exit_code == 0, ok.output
+    assert "domain news" in ok.output

@@ -36,24 +36,67 @@ def files(tmp_path):
     return a, b
 
 
-def test_markdown_and_png(files, tmp_path):
+def test_markdown_json_and_png(files, tmp_path):
     a, b = files
     out = tmp_path / "reports"
     result = report(metrics=[str(a), f"spaCy joint={b}"], output_dir=out)
     md = (out / "report.md").read_text()
     assert result["markdown"] == out / "report.md"
     assert "target domain ai" in md
-    assert "| type | gold | bilstm_target P | bilstm_target R | bilstm_target F1 | spaCy joint P |" in md
-    # most frequent gold type first, missing types shown as a dash, overall row in bold
+    # F1 only, one column per run; most frequent gold type first, missing types as a dash
+    assert "| type | gold | bilstm_target | spaCy joint |" in md
     assert md.index("| researcher |") < md.index("| algorithm |")
-    assert "| researcher | 5 | 0.00 | 0.00 | 0.00 | – | – | – |" in md
-    assert "| algorithm | 2 | 100.00 | 50.00 | 66.67 | 80.00 | 60.00 | 68.57 |" in md
-    assert "| **overall** | 7 | **50.00** | **25.00** | **33.33** | **80.00** | **60.00** | **68.57** |" in md
-    assert "| product | – | – | – | – | 50.00 | 50.00 | 50.00 |" in md
+    assert "| researcher | 5 | 0.00 | – |" in md
+    assert "| algorithm | 2 | 66.67 | 68.57 |" in md
+    assert "| **overall** | 7 | **33.33** | **68.57** |" in md
+    assert "| product | – | – | 50.00 |" in md
+    assert "| spaCy joint | 68.57 | 80.00 | 60.00 |" in md
     assert "Best overall F1: **spaCy joint** (68.57)" in md
-    assert "![F1 per entity type](f1_per_type.png)" in md
+    assert "![F1 per entity type and run](f1_per_type.png)" in md
+    # P and R per type are in the JSON
+    data = json.loads(result["json"].read_text())
+    assert data["types"] == ["researcher", "algorithm", "product"]
+    ours = data["runs"][0]
+    assert ours["name"] == "bilstm_target" and ours["per_type"]["algorithm"] == {"p": 100.0, "r": 50.0, "f": 66.6667}
+    assert data["runs"][1]["per_type"]["product"]["p"] == 50.0
     png = out / "f1_per_type.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_notes_name_their_run_and_unpredictable_types_are_marked(files, tmp_path):
+    a, b = files
+    zero = dict(OURS, unpredictable_labels={"researcher": 5},
+                note="the model cannot predict these gold types of the data ... : researcher (5)")
+    z = tmp_path / "zero" / "moee_zero.json"
+    z.parent.mkdir()
+    z.write_text(json.dumps(zero))
+    result = report(metrics=[str(a), str(z), str(b)], output_dir=tmp_path / "r")
+    md = result["markdown"].read_text()
+    assert "- **moee_zero**: the model cannot predict these gold types" in md
+    assert md.count("cannot predict these gold types") == 1  # on its run only
+    assert "| researcher | 5 | 0.00 | × | – |" in md
+    assert "× = the run cannot predict the type" in md
+    data = json.loads(result["json"].read_text())
+    assert [r["unpredictable_types"] for r in data["runs"]] == [[], ["researcher"], []]
+
+
+def test_heatmap_size_follows_runs_and_types(tmp_path):
+    # 11 runs x 14 types, as the `all` workflow: one readable picture, not a 3,000-pixel chart
+    types = [f"type{i}" for i in range(14)]
+    paths = []
+    for n in range(11):
+        scores = {"ents_p": 0.3, "ents_r": 0.3, "ents_f": 0.3,
+                  "ents_per_type": {t: {"p": 0.5, "r": 0.5, "f": (i % 3) / 3} for i, t in enumerate(types)}}
+        path = tmp_path / f"run_with_a_long_name_{n}.json"
+        path.write_text(json.dumps(scores))
+        paths.append(str(path))
+    title = "A long title that used to be cut off at both edges of the figure " * 3
+    png = report(metrics=paths, output_dir=tmp_path / "r", title=title)["plot"]
+    from PIL import Image
+
+    with Image.open(png) as image:
+        width, height = image.size
+    assert 900 < width < 2200 and 500 < height < 1400, (width, height)
 
 
 def test_names_and_percent_scale(tmp_path):

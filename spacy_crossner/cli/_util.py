@@ -10,6 +10,8 @@ app = typer.Typer(
     help="Cross-domain NER for spaCy: convert data, pre-train, evaluate and report.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain help: typer's rich panels print a value type after every flag ("--help <bool>").
+    rich_markup_mode=None,
 )
 
 

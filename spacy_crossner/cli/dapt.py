@@ -52,7 +52,11 @@ def dapt_command(
     logging_steps: int = typer.Option(100, "--logging-steps", help="Log the training loss every N steps."),
     gradient_accumulation_steps: int = typer.Option(1, "--grad-accum", help="Steps accumulated per update."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    progress: Optional[bool] = typer.Option(
+        None, "--progress/--no-progress",
+        help="--progress: a progress bar; --no-progress: a line (step, loss, time left) every "
+        "--logging-steps steps. Default: the bar on a terminal, else the lines.",
+    ),
     max_line_chars: int = typer.Option(
         DEFAULT_MAX_LINE_CHARS, "--max-line-chars", help="Longest corpus line accepted, in characters."
     ),

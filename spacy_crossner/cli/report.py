@@ -15,12 +15,13 @@ def report_cli(
         "evaluate`), each PATH or NAME=PATH; a run is named after its file unless NAME is given."
     ),
     output_dir: Path = typer.Option(
-        Path("reports"), "--output", "-o", help="Folder for report.md and f1_per_type.png."
+        Path("reports"), "--output", "-o", help="Folder for report.md, report.json and f1_per_type.png."
     ),
     title: Optional[str] = typer.Option(None, "--title", "-t", help="Heading of the report."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Also write the PNG plot."),
 ) -> None:
-    """Write a markdown table of P/R/F per entity type and a PNG of per-type F1 for several runs."""
+    """Compare runs: report.md (scores and notes per run, F1 per type x run), a heatmap PNG of
+    F1 per run and type, and report.json (P/R/F1 per type)."""
     try:
         result = report(metrics=metrics, output_dir=output_dir, title=title, plot=plot)
     except (ReportError, OSError) as err:
@@ -28,5 +29,5 @@ def report_cli(
     for run in result["runs"]:
         p, r, f = run.overall
         typer.echo(f"{run.name:<30} P {format_percent(p):>6}  R {format_percent(r):>6}  F1 {format_percent(f):>6}")
-    typer.secho(f"Wrote {result['markdown']}" + (f" and {result['plot']}" if result["plot"] else ""),
+    typer.secho(f"Wrote {result['markdown']}, {result['json']}" + (f" and {result['plot']}" if result["plot"] else ""),
                 fg=typer.colors.GREEN)

@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import re
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -362,7 +363,7 @@ def run_dapt(
     logging_steps: int = 100,
     gradient_accumulation_steps: int = 1,
     resume: bool = False,
-    progress: bool = True,
+    progress: Optional[bool] = None,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
 ) -> DaptSummary:
     """Continue masked-LM training of an encoder on a raw-text corpus and save it.
@@ -386,7 +387,9 @@ def run_dapt(
     logging_steps (int): log the training loss every this many steps.
     gradient_accumulation_steps (int): steps accumulated per optimiser update.
     resume (bool): continue from the last checkpoint in ``<output_dir>/checkpoints``.
-    progress (bool): show the progress bar.
+    progress (Optional[bool]): True: a progress bar; False: a line (step, loss, time left) on
+        stderr every ``logging_steps`` steps and at the end; None: the bar when stderr is a
+        terminal, else the lines (logs of ``spacy project run``, CI).
     max_line_chars (int): the longest corpus line accepted.
     RETURNS (DaptSummary): tokens seen, held-out loss before/after, timing.
     Raises DaptInputError for user errors (bad corpus, model without tokenizer, ...).
@@ -463,6 +466,7 @@ def run_dapt(
         raise DaptInputError(
             f"max_length {max_length} exceeds the model's {mlm.config.max_position_embeddings} positions"
         )
+    show_bar = _isatty(sys.stderr) if progress is None else progress
     args = TrainingArguments(
         output_dir=str(checkpoint_dir),
         num_train_epochs=epochs,
@@ -482,7 +486,7 @@ def run_dapt(
         save_total_limit=save_total_limit,
         logging_steps=logging_steps,
         report_to=[],
-        disable_tqdm=not progress,
+        disable_tqdm=not show_bar,
         include_num_input_tokens_seen=True,
         remove_unused_columns=False,
         prediction_loss_only=True,
@@ -500,6 +504,15 @@ def run_dapt(
     )
     clock = _Clock()
     trainer.add_callback(clock)
+    if not show_bar:
+        from transformers.trainer_callback import PrinterCallback
+
+        # our lines replace the Trainer's raw dicts of logged values
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(_ProgressLines())
+        if trainer.is_world_process_zero():
+            _say(f"DAPT of {model}: {len(train_set):,} training blocks of {max_length} pieces, "
+                 f"held-out loss on {len(held_set):,} blocks before and after")
     loss_before = _evaluate(trainer, held_set, tokenizer)
     trainer.train(resume_from_checkpoint=last_checkpoint if resume else None)
     train_seconds = clock.seconds
@@ -559,6 +572,65 @@ class _Clock(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.seconds = time.perf_counter() - self.start
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration a person reads: "48 s", "3 min 05 s", "1 h 02 min"."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+class _ProgressLines(TrainerCallback):
+    """Progress without a bar (process 0 only): a line at each logging step and at the end."""
+
+    def __init__(self) -> None:
+        self.start = 0.0
+        self.first_step = 0
+        self.last_line = -1
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.perf_counter()
+        self.first_step = int(state.global_step)
+        if state.is_world_process_zero:
+            _say(f"DAPT: training to step {state.max_steps:,}, a line every {args.logging_steps:,} "
+                 "steps" + (f" (resumed at step {self.first_step:,})" if self.first_step else ""))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs and "loss" in logs:
+            self._line(state, f"loss {float(logs['loss']):.3f}")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.last_line < state.global_step:
+            mean = next((h["train_loss"] for h in reversed(state.log_history) if "train_loss" in h), None)
+            self._line(state, f"mean training loss {mean:.3f}" if mean is not None else "")
+
+    def _line(self, state, loss: str) -> None:
+        step = int(state.global_step)
+        self.last_line = step
+        elapsed = time.perf_counter() - self.start
+        done = step - self.first_step
+        eta = ""
+        if 0 < done and step < state.max_steps:
+            eta = f", about {format_seconds((state.max_steps - step) * elapsed / done)} left"
+        _say(f"DAPT step {step:,}/{state.max_steps:,} ({100 * step / max(state.max_steps, 1):.0f}%)"
+             + (f", {loss}" if loss else "") + f", {format_seconds(elapsed)} elapsed{eta}")
 
 
 def _evaluate(trainer, dataset, tokenizer) -> float:
