@@ -16,7 +16,7 @@ CONFIGS = Path(__file__).parents[1] / "configs"
 ALL_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg"))
 # configs whose name does not start with ARCH_SETTING
 SETTINGS = {"multi_cell_sda.cfg": "joint", "multi_cell_sda_trf.cfg": "joint", "multi_cell_uda.cfg": "zero",
-            "pgn_sda.cfg": "joint", "pgn_uda.cfg": "zero"}
+            "pgn_sda.cfg": "joint", "pgn_sda_paper.cfg": "joint", "pgn_uda.cfg": "zero"}
 STAGES = {"bilstm_finetune.cfg": "bilstm_pretrain.cfg", "trf_finetune.cfg": "trf_pretrain.cfg",
           "label_aware_target.cfg": "label_aware_source.cfg"}
 SETTINGS.update({"label_aware_source.cfg": "pretrain", "label_aware_target.cfg": "finetune"})
