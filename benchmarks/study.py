@@ -46,7 +46,7 @@ class Method:
     row: int
     config: str
     baseline_of: Optional[str] = None
-    kind: str = "target"  # target | joint | source | uda | zero
+    kind: str = "target"  # target | joint | source | finetune | uda | zero | spacy_target | spacy_joint
     extra: List[str] = field(default_factory=list)
     features: tuple = ("wordchar", "wordchar+glove")
     note: str = ""
@@ -55,6 +55,9 @@ class Method:
 METHODS = [
     Method("bilstm_target", 1, "bilstm_target", kind="target"),
     Method("bilstm_joint", 1, "bilstm_joint", kind="joint"),
+    # pre-train on the source (the bilstm_source model of the same seed), fine-tune on the target,
+    # the target's output rows starting from the source's for shared tag names (the authors')
+    Method("bilstm_finetune", 1, "bilstm_finetune", kind="finetune"),
     Method("multi_cell_sda", 3, "multi_cell_sda", baseline_of="bilstm_joint", kind="joint"),
     # PGN like for like with its baseline: the target sampled x10 as in bilstm_joint
     Method("pgn_sda", 4, "pgn_sda", baseline_of="bilstm_joint", kind="joint"),
@@ -62,18 +65,53 @@ METHODS = [
     Method("pgn_uda", 4, "pgn_uda", baseline_of="bilstm_source", kind="uda"),
     Method("multi_cell_uda", 5, "multi_cell_uda", baseline_of="bilstm_source", kind="uda"),
     Method("moee_zero", 6, "moee_zero", baseline_of="bilstm_source", kind="zero"),
+    # the peers spaCy users try first: spaCy's own ner (CNN tok2vec, `spacy init config -p ner`)
+    Method("spacy_ner_cnn_target", 9, "spacy_ner_cnn", kind="spacy_target", features=("spacy_cnn",)),
+    Method("spacy_ner_cnn_joint", 9, "spacy_ner_cnn", kind="spacy_joint", features=("spacy_cnn",),
+           note="naive joint: source and target (x target_upsample) in one label set"),
 ]
 BY_NAME = {m.name: m for m in METHODS}
+
+
+def spacy_ner_config(args) -> Path:
+    """spaCy's own ner pipeline (CNN tok2vec, efficiency defaults), made by ``spacy init config``."""
+    path = args.workdir / "spacy_ner_cnn.cfg"
+    if not path.exists():
+        subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(path), "--lang", "en",
+                        "--pipeline", "ner", "--optimize", "efficiency", "--force"], check=True,
+                       capture_output=True)
+    return path
+
+
+def joint_folder(args, domain: str) -> Path:
+    """A folder of the source train file and the target's, x target_upsample (spaCy's Corpus
+    reads every .spacy file of a folder): the naive joint training set of spaCy's ner."""
+    folder = args.workdir / f"joint-{args.source}-{domain}-x{args.target_upsample}"
+    folder.mkdir(parents=True, exist_ok=True)
+    links = {"source.spacy": args.corpus / args.source / "train.spacy"}
+    links.update({f"target{i}.spacy": args.corpus / domain / "train.spacy" for i in range(args.target_upsample)})
+    for name, target in links.items():
+        if not (folder / name).exists():
+            (folder / name).symlink_to(target.resolve())
+    return folder
+
+
+def source_model(args, seed: int, features: str) -> Path:
+    return args.workdir / f"bilstm_source-shared-{features}-s{seed}" / "model-best"
 
 
 def train_args(method: Method, args, domain: str, seed: int, features: str, out: Path) -> List[str]:
     """The ``spacy train`` arguments of one run (config, data, seed, convergence settings)."""
     corpus = args.corpus
     source = args.source
-    cmd = [str(CONFIGS / f"{method.config}.cfg"), "--output", str(out), "--system.seed", str(seed),
-           "--training.max_steps", str(args.max_steps), "--training.eval_frequency",
-           str(args.eval_frequency), "--training.patience", str(args.patience),
-           "--vars.source_domain", source]
+    common = ["--output", str(out), "--system.seed", str(seed),
+              "--training.max_steps", str(args.max_steps), "--training.eval_frequency",
+              str(args.eval_frequency), "--training.patience", str(args.patience)]
+    if method.kind in ("spacy_target", "spacy_joint"):
+        train = f"{corpus}/{domain}/train.spacy" if method.kind == "spacy_target" else str(joint_folder(args, domain))
+        return [str(spacy_ner_config(args)), *common, "--paths.train", train,
+                "--paths.dev", f"{corpus}/{domain}/dev.spacy"]
+    cmd = [str(CONFIGS / f"{method.config}.cfg"), *common, "--vars.source_domain", source]
     target = ["--paths.target_train", f"{corpus}/{domain}/train.spacy",
               "--paths.target_dev", f"{corpus}/{domain}/dev.spacy", "--vars.target_domain", domain]
     src = ["--paths.source_train", f"{corpus}/{source}/train.spacy"]
@@ -84,6 +122,11 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
         cmd += src + target + ["--vars.target_upsample", str(args.target_upsample)]
     elif method.kind in ("source", "zero"):
         cmd += src + src_dev
+    elif method.kind == "finetune":
+        cmd += ["--paths.pretrained", str(source_model(args, seed, features)),
+                "--paths.target_train", f"{corpus}/{domain}/train.spacy",
+                "--paths.target_dev", f"{corpus}/{domain}/dev.spacy", "--vars.target_domain", domain,
+                "--vars.init_from", source]
     elif method.kind == "uda":
         cmd += src + src_dev + ["--paths.target_raw", f"{args.raw}/{domain}.txt",
                                 "--vars.target_domain", domain]
@@ -91,7 +134,7 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
             cmd += ["--paths.dictionary", str(args.dictionary)]
         if method.name == "pgn_uda":
             cmd += ["--paths.source_raw", f"{args.raw}/{source}.txt"]
-    if method.kind != "target" and args.source_limit:
+    if method.kind not in ("target", "finetune") and args.source_limit:
         cmd += ["--corpora.train.limit", str(args.source_limit)]
     if features == "wordchar+glove":
         if not args.vectors:
@@ -119,7 +162,9 @@ def planned(args) -> List[Dict]:
             continue
         if args.methods and method.name not in args.methods:
             continue
-        for features in args.features:
+        # the peers have features of their own (spaCy's CNN tok2vec): always in the grid
+        grid = method.features if method.kind.startswith("spacy") else args.features
+        for features in grid:
             if features not in method.features:
                 continue
             for domain in args.domains:
@@ -149,23 +194,47 @@ def best_step(log: str):
     return (100 * best[0] if best[0] is not None else None), best[1], last
 
 
-def execute(run: Dict, args) -> Dict:
-    method, domain, seed, features = run["method"], run["domain"], run["seed"], run["features"]
-    work = args.workdir / run_id(run)
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+def train(method: Method, args, domain: str, seed: int, features: str, work: Path, env) -> Dict:
+    """Train once (a model trained on the source only is shared by every target domain)."""
+    meta_path = work / "train_meta.json"
+    if meta_path.exists():
+        return json.loads(meta_path.read_text())
     targs = train_args(method, args, domain, seed, features, work)
-    train_cmd = [sys.executable, "-m", "spacy", "train", *targs, "--gpu-id", str(args.gpu_id)]
-    load_before = os.getloadavg()
+    cmd = [sys.executable, "-m", "spacy", "train", *targs, "--gpu-id", str(args.gpu_id)]
+    load = os.getloadavg()
     start, usage = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(train_cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.time() - start
     cpu = sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), k) - getattr(usage, k)
               for k in ("ru_utime", "ru_stime"))
-    (args.workdir / f"{run_id(run)}.log").write_text(proc.stdout + proc.stderr, encoding="utf8")
+    log = work.parent / f"{work.name}.log"
+    log.write_text(proc.stdout + proc.stderr, encoding="utf8")
     if proc.returncode != 0:
-        raise RuntimeError(f"{run_id(run)}: spacy train failed (log: {args.workdir / run_id(run)}.log)")
+        raise RuntimeError(f"{work.name}: spacy train failed (log: {log})")
     dev_f, step, last = best_step(proc.stdout + proc.stderr)
-    metrics = work / "test_metrics.json"
+    meta = {"targs": targs, "dev_f": dev_f, "step": step, "last": last, "wall": wall, "cpu": cpu,
+            "load": list(load)}
+    meta_path.write_text(json.dumps(meta), encoding="utf8")
+    return meta
+
+
+def execute(run: Dict, args) -> Dict:
+    method, domain, seed, features = run["method"], run["domain"], run["seed"], run["features"]
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    if method.kind == "finetune" and not source_model(args, seed, features).exists():
+        print(f"[study] pre-training bilstm_source (seed {seed}, {features}) for {run_id(run)} ...", flush=True)
+        train(BY_NAME["bilstm_source"], args, domain, seed, features,
+              source_model(args, seed, features).parent, env)
+    if method.name == "bilstm_source":
+        work = source_model(args, seed, features).parent
+    elif method.kind in ("source", "zero"):
+        work = args.workdir / f"{method.name}-shared-{features}-s{seed}"
+    else:
+        work = args.workdir / run_id(run)
+    meta = train(method, args, domain, seed, features, work, env)
+    targs, dev_f, step, last = meta["targs"], meta["dev_f"], meta["step"], meta["last"]
+    wall, cpu, load_before = meta["wall"], meta["cpu"], meta["load"]
+    metrics = work / f"test_metrics_{domain}.json"
     eval_cmd = [sys.executable, "-m", "spacy_crossner", "evaluate",
                 *eval_args(method, args, domain, work / "model-best", metrics)]
     proc = subprocess.run(eval_cmd, env=env, capture_output=True, text=True)
@@ -182,7 +251,8 @@ def execute(run: Dict, args) -> Dict:
         "best_not_last": step is not None and last is not None and step < last,
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
         "device": "cpu" if args.gpu_id < 0 else f"gpu{args.gpu_id}",
-        "config": f"configs/{method.config}.cfg", "overrides": targs[1:],
+        "config": targs[0] if method.kind.startswith("spacy") else f"configs/{method.config}.cfg",
+        "overrides": targs[1:],
         "command": " ".join(shlex.quote(c) for c in ["python", "-m", "spacy", "train", *targs]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "load": [round(x, 2) for x in load_before],
@@ -315,10 +385,10 @@ def plot_heatmap(rows, domains, path: Path) -> None:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=["plan", "run", "report"])
-    p.add_argument("--rows", type=int, nargs="*", default=[])
+    p.add_argument("--rows", nargs="*", default=[])
     p.add_argument("--methods", nargs="*", default=[])
     p.add_argument("--domains", nargs="*", default=["ai"])
-    p.add_argument("--seeds", type=int, nargs="*", default=[555, 666, 777])
+    p.add_argument("--seeds", nargs="*", default=["555", "666", "777"])
     p.add_argument("--features", nargs="*", default=["wordchar"])
     p.add_argument("--source", default="conll2003", help="the labelled source domain")
     p.add_argument("--corpus", type=Path, default=ROOT / "project" / "corpus")
@@ -341,6 +411,10 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # lists may also be given comma-separated (as the project's vars are)
+    for name in ("rows", "methods", "domains", "seeds", "features"):
+        values = [v for item in getattr(args, name) for v in str(item).split(",") if v]
+        setattr(args, name, [int(v) for v in values] if name in ("rows", "seeds") else values)
     return {"plan": cmd_plan, "run": cmd_run, "report": cmd_report}[args.command](args)
 
 
