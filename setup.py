@@ -33,6 +33,7 @@ ENTRY_POINTS = {
     ],
     "spacy_callbacks": [
         "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",
+        "spacy_crossner.check_listener_widths.v1 = spacy_crossner.listeners:make_check_listener_widths",
     ],
 }
 

@@ -120,6 +120,9 @@ def test_sm_config_differs_from_its_base_only_in_the_features(name):
     assert sm["vars"].pop("tok2vec_pipeline") == "en_core_web_sm"
     assert sm["vars"].pop("tok2vec_width") == 96
     assert sm["nlp"]["pipeline"] == ["tok2vec"] + base["nlp"]["pipeline"]
+    assert sm["initialize"].pop("after_init") == {
+        "@callbacks": "spacy_crossner.check_listener_widths.v1", "setting": "vars.tok2vec_width"}
+    assert base["initialize"].pop("after_init") is None
     sm["nlp"]["pipeline"] = base["nlp"]["pipeline"]
     if name.startswith("pgn"):  # the LMs are off: a listener is contextual
         model = sm["components"]["crossner"]["model"]
@@ -152,6 +155,15 @@ def train_sm(root, paths, name, out, **extra):
 
 def ents(doc):
     return [(e.start, e.end, e.label_) for e in doc.ents]
+
+
+def test_a_listener_of_the_wrong_width_is_refused_naming_the_setting(setup):
+    root, paths = setup
+    with pytest.raises(ValueError, match=(
+        f"The listener of 'crossner' expects 24-wide vectors, but the tok2vec component 'tok2vec' gives "
+        f"{TINY_TOK2VEC_WIDTH}: set vars.tok2vec_width = {TINY_TOK2VEC_WIDTH}"
+    )):
+        train_sm(root, paths, "bilstm_target_sm.cfg", "wrong_width", **{"vars.tok2vec_width": 24})
 
 
 @pytest.mark.parametrize("frozen", [False, True])
