@@ -27,9 +27,10 @@ ENTRY_POINTS = {
     ],
     "spacy_misc": [
         "spacy_crossner.transformer_name.v1 = spacy_crossner.misc:transformer_name",
+        "spacy_crossner.domain_aliases.v1 = spacy_crossner.misc:domain_aliases",
     ],
     "spacy_batchers": [
-        "spacy_crossner.domain_schedule.v1 = spacy_crossner.models.multi_cell:make_domain_schedule_batcher",
+        "spacy_crossner.domain_schedule.v1 = spacy_crossner.readers:make_domain_schedule_batcher",
     ],
     "spacy_callbacks": [
         "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",

@@ -232,7 +232,7 @@ def f1_runs(paths: Dict[str, str], target: str, work: Path, steps: int, eval_fre
         "MultiCellLSTM UDA (multi_cell_uda.cfg)": ("multi_cell_uda.cfg", dict(common, **{
             "paths.source_dev": paths[f"{SOURCE}_dev"], "paths.target_raw": paths["raw"],
             "paths.dictionary": str(DICTIONARY), "vars.target_upsample": 2, "corpora.dev.limit": 1000,
-            "components.crossner.domain_aliases": json.dumps({target: SOURCE}),
+            "vars.source_domain": SOURCE,  # domain_aliases {target: SOURCE} is built from the vars
         })),
     }
     # The three runs train concurrently (one thread each): their F1 does not depend on timing.

@@ -8,16 +8,21 @@ for language-model objectives and domain-adaptive pre-training (DAPT).
 Which files of a directory are read (not recursively): regular, non-hidden files whose suffix
 is one of :data:`DATA_SUFFIXES` (``.txt .tsv .conll .bio .iob .iob1 .iob2 .bioes .iobes .bilou
 .bmes .ner .train .dev .test .eval``), except README*/LICENSE*/NOTICE* files. A file named on the
-command line is always read, whatever its name.
+command line is always read, whatever its name. Every file of a directory that is not read is
+listed in the summary (``ConvertSummary.skipped``) with the reason.
 
-Output names: ``train.txt`` → ``train.spacy``; a file whose suffix is a split name keeps it
-(``broad_twitter_BIOES.eval`` → ``broad_twitter_BIOES.eval.spacy``). Two inputs that would write
-the same output are an error.
+Output names: a file whose suffix is a data suffix other than a split name loses it
+(``train.txt`` → ``train.spacy``); any other name is kept whole (``broad_twitter_BIOES.eval`` →
+``broad_twitter_BIOES.eval.spacy``, ``tech.test.reannotated`` → ``tech.test.reannotated.spacy``).
+Two inputs that would write the same output are an error.
+
+An input without a single token line (empty or blank) is converted to an empty ``.spacy`` file
+with a warning (``ConvertSummary.warnings``), or is an error with ``strict``.
 """
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import srsly
 from spacy.tokens import Doc, DocBin, Span
@@ -29,13 +34,17 @@ from .formats import (
     ColumnFile,
     FormatError,
     Sentence,
+    is_docstart,
     normalize_scheme,
     normalize_sep,
     read_column_file,
     read_utf8,
+    split_lines,
     split_tag,
+    strip_controls,
     tags_to_spans,
 )
+from .labels import load_label_map, map_label
 
 DATA_SUFFIXES = frozenset(
     ".txt .tsv .conll .bio .iob .iob1 .iob2 .bioes .iobes .bilou .bmes .ner "
@@ -89,9 +98,19 @@ class FileSummary:
 
 @dataclass
 class ConvertSummary:
-    """The summaries of all files of one ``convert`` call, in input order."""
+    """The summaries of all files of one ``convert`` call, in input order.
+
+    files (List[FileSummary]): per converted file.
+    skipped (List[Tuple[Path, str]]): files of an input directory not read, with the reason.
+    warnings (List[str]): problems that did not stop the conversion (empty inputs, label-map
+        entries that matched no label).
+    label_map (Optional[Dict[str, str]]): the label map applied.
+    """
 
     files: List[FileSummary] = field(default_factory=list)
+    skipped: List[Tuple[Path, str]] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+    label_map: Optional[Dict[str, str]] = None
 
     def __getitem__(self, name: str) -> FileSummary:
         """The summary of the input file with this name (e.g. "train.txt") or stem ("train")."""
@@ -106,7 +125,11 @@ class RawTextSummary:
     """What ``write_raw_text`` read and wrote.
 
     output_path (Path): the written file.
-    sentences (int), tokens (int): written.
+    sentences (int), tokens (int): written; tokens as a reader of the output sees them (in a
+        txt output a token holding spaces is written as, and counted as, its parts).
+    split_tokens (int): tokens holding whitespace, written as several tokens (txt output).
+    warnings (List[str]): inputs without a sentence.
+    skipped (List[Tuple[Path, str]]): files of input directories not read, with the reason.
     empty_lines (int): empty lines of plain-text inputs, skipped.
     duplicates (int): sentences dropped by ``dedup`` (0 without it).
     per_input (dict): input path → sentences read from it.
@@ -117,57 +140,70 @@ class RawTextSummary:
     tokens: int = 0
     empty_lines: int = 0
     duplicates: int = 0
+    split_tokens: int = 0
     per_input: dict = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
+    skipped: List[Tuple[Path, str]] = field(default_factory=list)
+
+
+def scan_directory(directory: Union[str, Path]) -> Tuple[List[Path], List[Tuple[Path, str]]]:
+    """The data files of a directory and the entries not read, sorted by name.
+
+    RETURNS (Tuple[List[Path], List[Tuple[Path, str]]]): the data files (rule in the module
+        docstring), and every other entry with the reason it is skipped.
+    """
+    directory = Path(directory)
+    found: List[Path] = []
+    skipped: List[Tuple[Path, str]] = []
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if name.startswith("."):
+            skipped.append((path, "hidden"))
+        elif not path.is_file():
+            skipped.append((path, "a directory (not searched)" if path.is_dir() else "not a file"))
+        elif name.lower().startswith(_SKIPPED_PREFIXES):
+            skipped.append((path, "documentation (README/LICENSE/NOTICE)"))
+        elif path.suffix.lower() in DATA_SUFFIXES:
+            found.append(path)
+        else:
+            skipped.append((
+                path, f"unrecognised suffix '{path.suffix}'" if path.suffix else "no suffix"
+            ))
+    return found, skipped
 
 
 def list_data_files(directory: Union[str, Path]) -> List[Path]:
     """The data files of a directory, sorted by name (rule in the module docstring)."""
-    directory = Path(directory)
-    found = []
-    for path in sorted(directory.iterdir()):
-        name = path.name
-        if name.startswith(".") or not path.is_file():
-            continue
-        if name.lower().startswith(_SKIPPED_PREFIXES):
-            continue
-        if path.suffix.lower() in DATA_SUFFIXES:
-            found.append(path)
-    return found
+    return scan_directory(directory)[0]
 
 
-def _resolve_inputs(input_path: Path) -> List[Path]:
+def _resolve_inputs(input_path: Path) -> Tuple[List[Path], List[Tuple[Path, str]]]:
     if not input_path.exists():
         raise ConversionError(f"Input not found: {input_path}")
     if input_path.is_dir():
-        files = list_data_files(input_path)
+        files, skipped = scan_directory(input_path)
         if not files:
+            listed = "; ".join(f"{p.name} ({why})" for p, why in skipped) or "it is empty"
             raise ConversionError(
                 f"No data files in {input_path} (looked for non-hidden files named "
-                f"*{' *'.join(sorted(DATA_SUFFIXES))}; subdirectories are not searched)"
+                f"*{' *'.join(sorted(DATA_SUFFIXES))}; subdirectories are not searched; "
+                f"skipped: {listed}). Name a file directly to convert it whatever its name"
             )
-        return files
-    return [input_path]
+        return files, skipped
+    return [input_path], []
 
 
 def output_name(input_path: Path) -> str:
-    """The name of the DocBin written for an input file: its stem (keeping a split suffix)."""
-    if input_path.suffix.lower() in SPLIT_SUFFIXES:
-        return input_path.name + ".spacy"
-    return input_path.stem + ".spacy"
-
-
-def sentence_to_doc(
-    vocab: Vocab, sentence: Sentence, scheme: str = "IOB2", domain: Optional[str] = None
-) -> Doc:
-    """A Doc of one sentence with its entities (every other token O) and domain.
-    Use :func:`formats.tags_to_spans` for the repairs."""
-    doc = _make_doc(vocab, [sentence], scheme)[0]
-    set_domain(doc, domain)
-    return doc
+    """The name of the DocBin written for an input file (rule in the module docstring)."""
+    suffix = input_path.suffix.lower()
+    if suffix in DATA_SUFFIXES and suffix not in SPLIT_SUFFIXES:
+        return input_path.stem + ".spacy"
+    return input_path.name + ".spacy"
 
 
 def _make_doc(
-    vocab: Vocab, sentences: Sequence[Sentence], scheme: str, mark_sents: bool = False
+    vocab: Vocab, sentences: Sequence[Sentence], scheme: str, mark_sents: bool = False,
+    label_map: Optional[Dict[str, str]] = None,
 ):
     words: List[str] = []
     sent_starts: List[bool] = []
@@ -177,7 +213,9 @@ def _make_doc(
         offset = len(words)
         sent_spans, sent_repairs = tags_to_spans(sent.tags, scheme)
         repairs.update(sent_repairs)
-        spans.extend((s + offset, e + offset, label) for s, e, label in sent_spans)
+        spans.extend(
+            (s + offset, e + offset, map_label(label, label_map)) for s, e, label in sent_spans
+        )
         words.extend(sent.words)
         sent_starts.extend([True] + [False] * (len(sent.words) - 1))
     spaces = [True] * len(words)
@@ -229,6 +267,7 @@ def column_file_to_docs(
     domain: Optional[str],
     by_document: bool = False,
     summary: Optional[FileSummary] = None,
+    label_map: Optional[Dict[str, str]] = None,
 ) -> Iterator[Doc]:
     """The Docs of a column file read with :func:`formats.read_column_file`.
 
@@ -238,11 +277,15 @@ def column_file_to_docs(
     by_document (bool): one Doc per document instead of one per sentence.
     summary (Optional[FileSummary]): if given, docs, entities per label and repairs are added
         to it as Docs are made.
+    label_map (Optional[Dict[str, str]]): entity labels renamed (others kept), see
+        :mod:`spacy_crossner.labels`.
     YIELDS (Doc): Docs with words, single spaces, every token's entity annotation (O outside
         entities) and, for documents, sentence starts.
     """
     for group in _group_sentences(column_file, by_document):
-        doc, spans, repairs = _make_doc(vocab, group, column_file.scheme, by_document)
+        doc, spans, repairs = _make_doc(
+            vocab, group, column_file.scheme, by_document, label_map
+        )
         set_domain(doc, domain)
         if summary is not None:
             summary.docs += 1
@@ -259,6 +302,7 @@ def _write_column_file(
     by_document: bool,
     vocab: Vocab,
     progress=None,
+    label_map: Optional[Dict[str, str]] = None,
 ) -> FileSummary:
     summary = FileSummary(
         column_file.path, output_path, domain, column_file.scheme, column_file.sep,
@@ -268,7 +312,8 @@ def _write_column_file(
     doc_bin = DocBin(store_user_data=True)
     packed: dict = {}
     docs = column_file_to_docs(
-        column_file, vocab, domain=domain, by_document=by_document, summary=summary
+        column_file, vocab, domain=domain, by_document=by_document, summary=summary,
+        label_map=label_map,
     )
     for doc in docs:
         _add_doc(doc_bin, doc, packed)
@@ -277,28 +322,6 @@ def _write_column_file(
     output_path.parent.mkdir(parents=True, exist_ok=True)
     doc_bin.to_disk(output_path)
     return summary
-
-
-def convert_file(
-    input_path: Union[str, Path],
-    output_path: Union[str, Path],
-    *,
-    domain: str,
-    scheme: str = "auto",
-    sep: str = "auto",
-    by_document: bool = False,
-    vocab: Optional[Vocab] = None,
-) -> FileSummary:
-    """Convert one column file to one DocBin (arguments as in :func:`convert`).
-
-    output_path (Union[str, Path]): the ``.spacy`` file to write.
-    RETURNS (FileSummary): the counts. Raises FormatError on unreadable input.
-    """
-    column_file = read_column_file(input_path, sep=sep, scheme=scheme)
-    return _write_column_file(
-        column_file, Path(output_path), domain=domain, by_document=by_document,
-        vocab=vocab if vocab is not None else Vocab(),
-    )
 
 
 def convert(
@@ -310,6 +333,8 @@ def convert(
     sep: str = "auto",
     by_document: bool = False,
     show_progress: bool = False,
+    label_map: Optional[Union[str, Path, Dict[str, str]]] = None,
+    strict: bool = False,
 ) -> ConvertSummary:
     """Convert a column file, or every data file of a directory, to ``.spacy`` DocBins.
 
@@ -325,7 +350,12 @@ def convert(
         empty lines, with sentence starts set) instead of one Doc per sentence.
     show_progress (bool): show a progress bar (on stderr) over the tokens, for inputs of
         PROGRESS_MIN_TOKENS tokens or more.
-    RETURNS (ConvertSummary): per-file counts. Raises ConversionError or FormatError (both
+    label_map (Optional[Union[str, Path, Dict[str, str]]]): rename entity labels: a JSON
+        file, inline JSON or a dict ({"PER": "person"}); labels not in it are kept. Entries that
+        match no label of the inputs are reported in ``warnings``.
+    strict (bool): an input without a single token line is an error (default: a warning, and
+        an empty ``.spacy`` file is written).
+    RETURNS (ConvertSummary): per-file counts, skipped files, warnings. Raises ConversionError or FormatError (both
         ValueError) on user errors; every input is read and checked before anything is written.
     """
     input_path, output_dir = Path(input_path), Path(output_dir)
@@ -334,7 +364,8 @@ def convert(
         sep = normalize_sep(sep)
     except ValueError as err:
         raise ConversionError(str(err)) from None
-    inputs = _resolve_inputs(input_path)
+    label_map = load_label_map(label_map)
+    inputs, skipped = _resolve_inputs(input_path)
     if domain is None:
         source = input_path if input_path.is_dir() else input_path.parent
         domain = source.resolve().name
@@ -354,6 +385,15 @@ def convert(
     column_files = [
         (out, read_column_file(path, sep=sep, scheme=scheme)) for out, path in targets.items()
     ]
+    warnings: List[str] = []
+    for _, column_file in column_files:
+        if not column_file.sentences:
+            problem = (
+                f"{column_file.path} has no token lines (the file is empty or blank)"
+            )
+            if strict:
+                raise ConversionError(f"{problem}; --strict makes this an error")
+            warnings.append(f"{problem}: its .spacy file holds no docs")
     progress = None
     total = sum(cf.n_tokens for _, cf in column_files)
     if show_progress and total >= PROGRESS_MIN_TOKENS:
@@ -362,18 +402,29 @@ def convert(
         progress = tqdm(total=total, desc="Converting", unit=" tokens", leave=False,
                         mininterval=0.5)
     vocab = Vocab()
-    summary = ConvertSummary()
+    summary = ConvertSummary(skipped=skipped, warnings=warnings, label_map=label_map)
     try:
         for out, column_file in column_files:
             summary.files.append(
                 _write_column_file(
                     column_file, out, domain=domain, by_document=by_document, vocab=vocab,
-                    progress=progress,
+                    progress=progress, label_map=label_map,
                 )
             )
     finally:
         if progress is not None:
             progress.close()
+    if label_map:
+        seen = {
+            sent_label for _, cf in column_files for sent in cf.sentences
+            for sent_label in (split_tag(t)[1] for t in sent.tags) if sent_label
+        }
+        unused = sorted(set(label_map) - seen)
+        if unused:
+            summary.warnings.append(
+                f"--label-map entries matched no label of the input: {', '.join(unused)} "
+                f"(labels found: {', '.join(sorted(seen)) or 'none'})"
+            )
     return summary
 
 
@@ -408,23 +459,34 @@ def summary_table(summary: ConvertSummary) -> str:
         ]
         parts.append(table(repair_rows, header=("repairs (conlleval)", *names, "meaning"),
                            divider=True))
+    if summary.label_map:
+        parts.append(table(sorted(summary.label_map.items()), header=("label in data", "written as"),
+                           divider=True))
+    if summary.skipped:
+        parts.append(table([(p.name, why) for p, why in summary.skipped],
+                           header=("skipped (not converted)", "why"), divider=True))
     return "\n".join(parts)
 
 
 def _looks_like_columns(path: Path) -> bool:
     """True when every non-empty line has 2+ fields and ends in a tag (or is -DOCSTART-)."""
-    text = read_utf8(path)
+    return looks_like_columns(read_utf8(path))
+
+
+def looks_like_columns(text: str) -> bool:
+    """True when every non-empty line of ``text`` has 2+ fields and its last field is a tag (O or
+    PREFIX-LABEL), or is -DOCSTART-: a token/tag column file rather than plain text."""
     seen = False
-    for line in text.split("\n"):
+    for line in split_lines(text):
         fields = line.split()
         if not fields:
             continue
-        if fields[0] == "-DOCSTART-":
+        if is_docstart(fields[0]):
             continue
         if len(fields) < 2:
             return False
         try:
-            split_tag(fields[-1])
+            split_tag(strip_controls(fields[-1]))
         except ValueError:
             return False
         seen = True
@@ -432,10 +494,7 @@ def _looks_like_columns(path: Path) -> bool:
 
 
 def _read_plain_text(path: Path):
-    text = read_utf8(path)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it is not an empty line
+    lines = split_lines(read_utf8(path))
     sentences = [line.split() for line in lines]
     empty = sum(1 for words in sentences if not words)
     return [words for words in sentences if words], empty
@@ -450,6 +509,7 @@ def write_raw_text(
     input_format: str = "auto",
     sep: str = "auto",
     dedup: bool = False,
+    strict: bool = False,
 ) -> RawTextSummary:
     """Write the sentences of labelled and/or plain-text files as a raw-text corpus.
 
@@ -463,6 +523,10 @@ def write_raw_text(
         non-empty line has 2+ fields and its last field is O or PREFIX-LABEL.
     sep (str): column separator of column files ("auto", "tab", "space").
     dedup (bool): drop exact repeats of a sentence (counted in the summary). Off by default.
+    strict (bool): an input without a sentence is an error (default: a warning in the summary).
+    Lines may end in \\n, \\r\\n or \\r. In txt output a token holding whitespace (``New York``
+    from a tab-separated file) is written as its parts, which is how the file reads back, and
+    counted so; the spacy output keeps it as one token.
     RETURNS (RawTextSummary): counts. Raises ConversionError / FormatError on user errors.
     """
     fmt = fmt.lower()
@@ -479,10 +543,13 @@ def write_raw_text(
     if not inputs:
         raise ConversionError("No input files given")
     files: List[Path] = []
+    skipped: List[Tuple[Path, str]] = []
     for item in inputs:
-        files.extend(_resolve_inputs(Path(item)))
+        found, not_read = _resolve_inputs(Path(item))
+        files.extend(found)
+        skipped.extend(not_read)
     output = Path(output)
-    summary = RawTextSummary(output)
+    summary = RawTextSummary(output, skipped=skipped)
     seen = set()
     sentences: List[List[str]] = []
     for path in files:
@@ -496,6 +563,11 @@ def write_raw_text(
             read, empty = _read_plain_text(path)
             summary.empty_lines += empty
         summary.per_input[str(path)] = len(read)
+        if not read:
+            problem = f"{path} holds no sentence (the file is empty or blank)"
+            if strict:
+                raise ConversionError(f"{problem}; --strict makes this an error")
+            summary.warnings.append(problem)
         for words in read:
             if dedup:
                 key = tuple(words)
@@ -504,6 +576,13 @@ def write_raw_text(
                     continue
                 seen.add(key)
             sentences.append(words)
+    if fmt == "txt":
+        split = []
+        for words in sentences:
+            parts = [part for word in words for part in word.split()]
+            summary.split_tokens += sum(1 for word in words if len(word.split()) != 1)
+            split.append(parts)
+        sentences = split
     summary.sentences = len(sentences)
     summary.tokens = sum(len(w) for w in sentences)
     output.parent.mkdir(parents=True, exist_ok=True)

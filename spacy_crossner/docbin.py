@@ -8,7 +8,7 @@ whole read; behaviour is otherwise the same.
 """
 import contextlib
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Iterator, List, Union
 
 import srsly
 from spacy.tokens import Doc, DocBin
@@ -35,3 +35,9 @@ def read_docbin(path: Union[str, Path], vocab: Vocab) -> Iterator[Doc]:
     with msgpack_hooks_collected_once():
         docs = list(docbin.get_docs(vocab))
     yield from docs
+
+
+def spacy_files(path: Union[str, Path]) -> List[Path]:
+    """The ``.spacy`` files of a path: the file itself, or those under a folder, sorted."""
+    path = Path(path)
+    return sorted(path.glob("**/*.spacy")) if path.is_dir() else [path]

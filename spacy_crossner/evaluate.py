@@ -15,9 +15,15 @@ The crossner component decodes under BIO constraints, so its entities always ope
 the two modes then differ only where gold sentences open with ``I-`` or where an entity ends a
 sentence and the next one starts with the same type's ``I-`` tag.
 
-The metrics JSON uses spaCy's keys and scale (fractions in 0..1): ``ents_p``, ``ents_r``,
-``ents_f``, ``ents_per_type`` ({label: {p, r, f}}), so ``spacy evaluate`` output and ours can be
-given to ``python -m spacy_crossner report`` alike. Counts (``tp/fp/fn`` overall and per type)
+The metrics JSON has the keys and scale of ``spacy evaluate --output`` (fractions in 0..1):
+``token_acc``/``token_p``/``token_r``/``token_f`` (1.0: the gold tokenization is kept), ``ents_p``, ``ents_r``, ``ents_f``,
+``ents_per_type`` ({label: {p, r, f}}) and ``speed`` (words per second), so scripts can switch
+between the two and both can be given to ``python -m spacy_crossner report``. Unlike
+``spacy evaluate``, the docs keep their gold tokens and ``doc._.domain`` (``spacy evaluate``
+re-tokenizes the text unless ``--gold-preproc`` is given, and drops the domain, so every doc is
+predicted with the labels of the component's ``target_domain``). ``label_map`` renames the gold
+labels of the test data before scoring (a model trained on ``person`` scored on data saying
+``PER``). Counts (``tp/fp/fn`` overall and per type)
 and what was scored (``mode``, ``domain``, ``labels``...) are added.
 """
 import time
@@ -28,6 +34,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Un
 import srsly
 
 from .formats import conlleval_chunks, split_tag
+from .labels import LabelMapError, load_label_map, map_label
 
 MODES = ("sentence", "crossner-compat")
 
@@ -138,7 +145,9 @@ def _load_docs(data: Path, vocab) -> list:
 
     if not data.exists():
         raise EvaluationError(f"Data not found: {data}")
-    files = sorted(data.glob("**/*.spacy")) if data.is_dir() else [data]
+    from .docbin import spacy_files
+
+    files = spacy_files(data)
     if not files:
         raise EvaluationError(f"No .spacy files in {data}")
     docs = []
@@ -163,6 +172,7 @@ def evaluate(
     gpu_id: int = -1,
     batch_size: int = 256,
     nlp=None,
+    label_map: Optional[Union[str, Path, Dict[str, str]]] = None,
 ) -> Dict[str, Any]:
     """Run a pipeline on the gold-tokenized docs of a corpus and score its entities.
 
@@ -176,8 +186,11 @@ def evaluate(
     gpu_id (int): GPU to run on, -1 = CPU.
     batch_size (int): docs per ``nlp.pipe`` batch.
     nlp (Optional[Language]): an already loaded pipeline, used instead of loading ``model``.
-    RETURNS (Dict[str, Any]): the metrics (``score_tags``) plus ``mode``, ``model``, ``data``,
-        ``domain``, ``labels``, ``n_docs``, ``n_words``, ``words_per_second``.
+    label_map (Optional[Union[str, Path, Dict[str, str]]]): rename the gold labels of the data
+        before scoring: a JSON file, inline JSON or a dict ({"PER": "person"}).
+    RETURNS (Dict[str, Any]): the metrics (``score_tags``) plus ``token_acc`` and ``speed`` (as
+        ``spacy evaluate``), ``mode``, ``model``, ``data``, ``domain``, ``labels``, ``label_map``,
+        ``n_docs``, ``n_words``, ``words_per_second``.
     """
     import spacy
     from spacy.tokens import Doc
@@ -186,6 +199,10 @@ def evaluate(
 
     if mode not in MODES:
         raise EvaluationError(f"Unknown mode '{mode}': choose one of {', '.join(MODES)}")
+    try:
+        label_map = load_label_map(label_map)
+    except LabelMapError as err:
+        raise EvaluationError(str(err)) from None
     if nlp is None:
         model_path = Path(model)
         if not model_path.exists():
@@ -198,14 +215,18 @@ def evaluate(
             raise EvaluationError(f"Cannot load the pipeline {model_path}: {err}") from err
     data_path = Path(data)
     gold_docs = _load_docs(data_path, nlp.vocab)
+    unused_map: List[str] = []
+    if label_map:
+        gold_docs, unused_map = _map_gold_labels(gold_docs, label_map)
     inputs = []
     for gold in gold_docs:
         doc = Doc(nlp.vocab, words=[t.text for t in gold], spaces=[bool(t.whitespace_) for t in gold])
         set_domain(doc, domain or get_domain(gold))
         inputs.append(doc)
     domains_used = sorted({get_domain(d) for d in inputs if get_domain(d)})
-    if not domains_used and "crossner" in nlp.pipe_names:
-        target = nlp.get_pipe("crossner").default_domain()
+    crossner_pipes = _crossner_pipes(nlp)
+    if not domains_used and crossner_pipes:
+        target = crossner_pipes[0].default_domain()
         domains_used = [target] if target else []
     known_labels = set()
     for name, pipe in nlp.pipeline:
@@ -250,12 +271,21 @@ def evaluate(
         "n_words": n_words,
         "n_gold_entities": scores["counts"]["tp"] + scores["counts"]["fn"],
         "words_per_second": n_words / seconds if seconds > 0 else None,
+        "label_map": label_map,
     }
+    # the keys of `spacy evaluate --output`: tokens are the gold ones, speed in words per second
+    for key in ("token_acc", "token_p", "token_r", "token_f"):
+        result[key] = 1.0
+    result["speed"] = result["words_per_second"]
     notes = []
     if labels:
         notes.append(
             f"only the types {', '.join(sorted(labels))} are scored; entities of other types "
             "(gold and predicted) count as O"
+        )
+    if unused_map:
+        notes.append(
+            "--label-map entries that matched no gold label of the data: " + ", ".join(unused_map)
         )
     result["unpredictable_labels"] = unpredictable
     if unpredictable:
@@ -273,19 +303,42 @@ def evaluate(
     return result
 
 
+def _map_gold_labels(docs: list, label_map: Dict[str, str]) -> Tuple[list, List[str]]:
+    """The docs with their entity labels renamed, and the map's keys that matched no label."""
+    from spacy.tokens import Span
+
+    seen: Set[str] = set()
+    for doc in docs:
+        seen.update(e.label_ for e in doc.ents)
+        doc.ents = [
+            Span(doc, e.start, e.end, label=map_label(e.label_, label_map)) for e in doc.ents
+        ]
+    return docs, sorted(set(label_map) - seen)
+
+
+def _crossner_pipes(nlp) -> list:
+    """The pipeline's crossner components (found by factory, whatever their names)."""
+    return [
+        nlp.get_pipe(name)
+        for name in nlp.pipe_names
+        if nlp.get_pipe_meta(name).factory == "crossner"
+    ]
+
+
 def _predictable_labels(nlp, docs, known_labels: Set[str]) -> Set[str]:
     """The labels the pipeline can assign to these docs (their domains' label sets)."""
-    from .domains import get_domain
+    from .domains import UnknownDomainError
 
-    if "crossner" not in nlp.component_names:
+    pipes = _crossner_pipes(nlp)
+    if not pipes:
         return set(known_labels)
-    pipe = nlp.get_pipe("crossner")
-    aliases = pipe.cfg.get("domain_aliases") or {}
     out: Set[str] = set()
-    for doc in docs:
-        domain = get_domain(doc) or pipe.default_domain()
-        domain = aliases.get(domain, domain)
-        out.update(pipe.label_data.get(domain, ()))
+    for pipe in pipes:
+        for doc in docs:
+            try:
+                out.update(pipe.doc_labels(doc))
+            except UnknownDomainError:
+                pass  # prediction reports the unknown domain, with the fix
     return out
 
 
@@ -309,3 +362,18 @@ def summary_table(result: Dict[str, Any]) -> str:
             cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
         ))
     return "\n".join(lines)
+
+
+def results_table(result: Dict[str, Any]) -> str:
+    """The overall scores as ``spacy evaluate`` prints them (TOK, NER P/R/F x100, SPEED)."""
+    from wasabi import table
+
+    speed = result.get("speed")
+    rows = [
+        ("TOK", f"{100 * result.get('token_acc', 1.0):.2f}"),
+        ("NER P", f"{100 * result['ents_p']:.2f}"),
+        ("NER R", f"{100 * result['ents_r']:.2f}"),
+        ("NER F", f"{100 * result['ents_f']:.2f}"),
+        ("SPEED", f"{speed:.0f}" if speed is not None else "-"),
+    ]
+    return table(rows)

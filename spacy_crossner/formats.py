@@ -5,11 +5,20 @@ in ``specs/crossner_benchmark.md`` (sections 1, 5 and 6).
 
 Column files
     One token per line, the token in the first column and the tag in the LAST column (so
-    4-column CoNLL files work too), columns separated by tabs or by runs of spaces. An empty line
+    4-column CoNLL files work too), columns separated by tabs or by runs of spaces. Empty trailing
+    columns (a trailing tab) are ignored, as conlleval ignores trailing whitespace. An empty line
     (or a line of only whitespace) ends a sentence; a missing final empty line does not lose the
-    last sentence. ``\\r`` is stripped, so CRLF files read like LF files. ``-DOCSTART-`` lines, in
-    any column layout, are dropped; they and runs of 2+ empty lines (CrossNER's conll2003) mark
-    document boundaries, recorded as ``Sentence.doc_index``.
+    last sentence. Lines end in ``\\n``, ``\\r\\n`` or a lone ``\\r`` (Python's universal newlines;
+    old Mac files); ``\\r`` characters right before a ``\\n`` belong to the line ending.
+    Whitespace and control characters around a tag are stripped; a label that still holds a
+    control character is an error. ``-DOCSTART-`` lines (any case, any column layout) are
+    dropped; they and runs of 2+ empty lines (CrossNER's conll2003) mark document boundaries,
+    recorded as ``Sentence.doc_index``.
+
+Separators
+    ``auto`` takes the separator of the first token line (tab if it holds a tab, else spaces);
+    a later line with the other separator is then an error naming that line. ``tab`` splits on
+    tabs only (tokens may hold spaces); ``space`` splits on runs of spaces and tabs.
 
 Tag schemes
     ``O`` or ``PREFIX-LABEL``; labels are case-sensitive and kept verbatim.
@@ -39,6 +48,7 @@ Chunks
     (:data:`REPAIR_KINDS`).
 """
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,8 +77,11 @@ REPAIR_KINDS: Dict[str, str] = {
 }
 """Kinds of malformed tag sequences that are read the conlleval way and counted."""
 
-_TAG_RE = re.compile(r"^([A-Za-z])-(.+)$")
+_TAG_RE = re.compile(r"^([A-Za-z])-(.+)$", re.DOTALL)
 _SPACE_SPLIT = re.compile(r"[ \t]+")
+# Universal newlines, with any \r run before a \n taken as part of that line ending
+# ("B-PER\r\r\n" is one line, as editors show it).
+_LINE_END = re.compile(r"\r*\n|\r")
 
 
 class FormatError(ValueError):
@@ -116,6 +129,7 @@ class ColumnFile:
     scheme (str): the tag scheme, given or detected.
     sentences (List[Sentence]): the sentences, in file order.
     n_docstart (int): number of -DOCSTART- lines dropped.
+    scheme_given (bool): True when the scheme was given, False when it was detected.
     """
 
     path: Path
@@ -124,6 +138,7 @@ class ColumnFile:
     scheme: str
     sentences: List[Sentence] = field(default_factory=list)
     n_docstart: int = 0
+    scheme_given: bool = False
 
     @property
     def n_documents(self) -> int:
@@ -181,26 +196,78 @@ def read_utf8(path: Union[str, Path]) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
+        prefix = data[: err.start].decode("utf-8", errors="replace")
+        line = len(_LINE_END.findall(prefix)) + 1
         raise FormatError(
             path, line, f"not valid UTF-8 (byte 0x{data[err.start]:02x}); save the file as UTF-8"
         ) from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def split_lines(text: str) -> List[str]:
+    """The lines of a text, ending in ``\\n``, ``\\r\\n`` or a lone ``\\r`` (universal newlines;
+    ``\\r`` runs before a ``\\n`` are part of the line ending). A final line ending does not make
+    an extra empty line."""
+    lines = _LINE_END.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _is_blank_char(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char) in ("Cc", "Cf")
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without whitespace and control/format characters (``\\v``, ``\\r``, NUL, BOM,
+    zero-width space ...) at either end."""
+    start, end = 0, len(text)
+    while start < end and _is_blank_char(text[start]):
+        start += 1
+    while end > start and _is_blank_char(text[end - 1]):
+        end -= 1
+    return text[start:end]
+
+
+def _control_chars(text: str) -> List[str]:
+    return [c for c in text if unicodedata.category(c) in ("Cc", "Cf")]
+
+
+def is_docstart(first_field: str) -> bool:
+    """True for a ``-DOCSTART-`` marker, in any case (some corpora write ``-docstart-``)."""
+    return first_field.upper() == DOCSTART
+
+
 def _split_fields(line: str, sep: str) -> List[str]:
     if sep == "tab":
-        return [f.strip(" ") for f in line.split("\t")]
-    if line[0] in " \t":
-        return [""] + _SPACE_SPLIT.split(line.strip(" \t"))
-    return _SPACE_SPLIT.split(line.rstrip(" \t"))
+        fields = [f.strip(" ") for f in line.split("\t")]
+    elif line[0] in " \t":
+        fields = [""] + _SPACE_SPLIT.split(line.strip(" \t"))
+    else:
+        fields = _SPACE_SPLIT.split(line.rstrip(" \t"))
+    # empty trailing columns (a trailing tab, a "\v" after the tag) are ignored, as by conlleval
+    while len(fields) > 1 and not strip_controls(fields[-1]):
+        fields.pop()
+    return fields
 
 
-def _detect_sep(lines: Sequence[str]) -> str:
-    for line in lines:
-        if line.strip() and "\t" in line:
-            return "tab"
-    return "space"
+def _detect_sep(lines: Sequence[str]) -> Tuple[str, Optional[int]]:
+    """The separator of the first token line (not -DOCSTART-) and that line's number."""
+    for line_no, line in enumerate(lines, start=1):
+        fields = line.split(maxsplit=1)
+        if not fields or is_docstart(fields[0]):
+            continue
+        return ("tab" if "\t" in line.strip() else "space"), line_no
+    return "space", None
+
+
+def _found_sep(line: str) -> str:
+    body = strip_controls(line)
+    if "\t" in body:
+        return "a tab"
+    if " " in body:
+        return "spaces but no tab"
+    return "no separator"
 
 
 def read_column_file(
@@ -209,19 +276,22 @@ def read_column_file(
     """Read a token/tag column file.
 
     path (Union[str, Path]): the file, UTF-8 (a leading BOM is ignored).
-    sep (str): "tab", "space" (runs of spaces or tabs) or "auto" (tab if any line has a tab).
+    sep (str): "tab", "space" (runs of spaces or tabs) or "auto" (the first token line's: tab
+        if it has a tab, else spaces; a later line with the other separator is an error).
     scheme (str): one of SCHEMES or "auto" (see :func:`detect_scheme`).
     RETURNS (ColumnFile): the sentences with their tags as written; every tag is checked against
         the scheme. Raises FormatError (a ValueError) naming the file and line of the first
-        unreadable line: wrong number of columns, empty token, or a tag not of the scheme.
+        unreadable line: wrong number of columns, the other separator (auto), empty token, a
+        tag not of the scheme, or a label holding a control character.
     """
     path = Path(path)
     sep = normalize_sep(sep)
     scheme = normalize_scheme(scheme)
     text = read_utf8(path)
-    raw_lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
-    if sep == "auto":
-        sep = _detect_sep(raw_lines)
+    raw_lines = split_lines(text)
+    sep_detected = sep == "auto"
+    if sep_detected:
+        sep, sep_line = _detect_sep(raw_lines)
     sentences: List[Sentence] = []
     n_columns = 0
     n_docstart = 0
@@ -239,7 +309,7 @@ def read_column_file(
             words, tags, lines = [], [], []
 
     for line_no, line in enumerate(raw_lines, start=1):
-        if not line.strip():
+        if not strip_controls(line):
             flush()
             empty_run += 1
             if empty_run >= 2:
@@ -247,11 +317,18 @@ def read_column_file(
             continue
         empty_run = 0
         # whatever the separator: MC writes "-DOCSTART- O" into files read as tab-separated
-        if line.split(maxsplit=1)[0] == DOCSTART:
+        if is_docstart(line.split(maxsplit=1)[0]):
             flush()
             n_docstart += 1
             doc_break = True
             continue
+        if sep_detected and sep == "space" and "\t" in line.strip():
+            raise FormatError(
+                path, line_no,
+                f"this line is tab-separated but the first token line (line {sep_line}) is "
+                f"space-separated: {line!r}; use one separator throughout, or give the "
+                "separator option (space: runs of spaces and tabs; tab: tabs only)",
+            )
         fields = _split_fields(line, sep)
         if n_columns == 0:
             n_columns = len(fields)
@@ -265,7 +342,7 @@ def read_column_file(
             raise FormatError(
                 path, line_no,
                 f"expected {n_columns} {sep}-separated columns like the first token line, "
-                f"found {len(fields)}: {line!r}",
+                f"found {len(fields)} (the line has {_found_sep(line)}): {line!r}",
             )
         if not fields[0]:
             raise FormatError(path, line_no, f"empty token: {line!r}")
@@ -274,10 +351,11 @@ def read_column_file(
                 doc_index += 1
             doc_break = False
         words.append(fields[0])
-        tags.append(fields[-1])
+        tags.append(strip_controls(fields[-1]))
         lines.append(line_no)
     flush()
-    result = ColumnFile(path, sep, n_columns, scheme, sentences, n_docstart)
+    result = ColumnFile(path, sep, n_columns, scheme, sentences, n_docstart,
+                        scheme_given=scheme != "auto")
     _check_tags(result)
     return result
 
@@ -291,6 +369,14 @@ def _check_tags(column_file: ColumnFile) -> None:
                 prefix, _ = split_tag(tag)
             except ValueError as err:
                 raise FormatError(path, line_no, str(err)) from None
+            controls = _control_chars(tag)
+            if controls:
+                raise FormatError(
+                    path, line_no,
+                    f"the tag {tag!r} holds the control character {controls[0]!r}; remove it "
+                    "(control characters around a tag are stripped, inside a label they are "
+                    "an error)",
+                )
             if prefix != "O" and prefix not in ALL_PREFIXES:
                 raise FormatError(
                     path, line_no,
@@ -309,8 +395,13 @@ def _check_tags(column_file: ColumnFile) -> None:
                 raise FormatError(
                     path, line_no,
                     f"tag '{tag}' is not a {column_file.scheme} tag (O or "
-                    f"{'/'.join(sorted(allowed))}-LABEL); choose the tag scheme explicitly "
-                    "if the detected one is wrong",
+                    f"{'/'.join(sorted(allowed))}-LABEL); " + (
+                        f"the file does not follow the scheme given ({column_file.scheme}): "
+                        "fix the tag, or give the scheme the file uses (or auto)"
+                        if column_file.scheme_given else
+                        f"the scheme was detected as {column_file.scheme} from the whole file; "
+                        "choose the tag scheme explicitly if the detected one is wrong"
+                    ),
                 )
 
 

@@ -11,6 +11,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy
 from spacy.tokens import Doc
 
+from .gazetteer import Gazetteer
+
 UNK = "<unk>"
 
 
@@ -60,17 +62,16 @@ class EntityDictionary:
     """Entity names by type, matched as token spans (longest match first, no overlaps).
 
     Built from a folder of ``<type>.txt`` files with one entry per line; an entry with spaces
-    is a multi-word entity matched on consecutive tokens.
+    is a multi-word entity matched on consecutive tokens. A name listed under several types
+    has the first (in sorted file order). The matching is :class:`~spacy_crossner.gazetteer.Gazetteer`'s.
     """
 
     def __init__(self, entries: Dict[str, List[Tuple[str, ...]]]) -> None:
         self.types = sorted(entries)
-        self._lookup: Dict[Tuple[str, ...], str] = {}
-        for type_, names in entries.items():
-            for name in names:
-                # The first type listed wins for a name in several files (sorted file order).
-                self._lookup.setdefault(name, type_)
-        self.max_len = max((len(name) for name in self._lookup), default=0)
+        self.gazetteer = Gazetteer()
+        for type_ in self.types:
+            for name in entries[type_]:
+                self.gazetteer.add(" ".join(name), [type_])
 
     @classmethod
     def from_dir(cls, path, label_map: Optional[Dict[str, str]] = None) -> "EntityDictionary":
@@ -100,25 +101,13 @@ class EntityDictionary:
 
     def to_dict(self) -> Dict[str, List[str]]:
         out: Dict[str, List[str]] = {t: [] for t in self.types}
-        for name, type_ in self._lookup.items():
-            out[type_].append(" ".join(name))
+        for name, types in self.gazetteer.entries.items():
+            out[types[0]].append(" ".join(name))
         return out
 
     def match(self, words: Sequence[str]) -> List[Tuple[int, int, str]]:
         """Non-overlapping ``(start, end, type)`` matches, longest first, left to right."""
-        spans = []
-        i = 0
-        n = len(words)
-        while i < n:
-            for length in range(min(self.max_len, n - i), 0, -1):
-                type_ = self._lookup.get(tuple(words[i : i + length]))
-                if type_ is not None:
-                    spans.append((i, i + length, type_))
-                    i += length
-                    break
-            else:
-                i += 1
-        return spans
+        return [(start, end, types[0]) for start, end, types in self.gazetteer.match(words)]
 
     def token_types(self, words: Sequence[str], type_index: Dict[str, int]) -> List[int]:
         """Per token, the index of its matched type in ``type_index``, or -1 (no match).

@@ -1,6 +1,6 @@
 """Small registered helpers used from configs."""
 from pathlib import Path
-from typing import Optional
+from typing import Dict, List, Optional, Union
 
 from spacy.util import registry
 
@@ -35,3 +35,38 @@ def bundled_transformer() -> str:
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"The bundled MiniLM is incomplete: {path}/config.json is missing")
     return str(path)
+
+
+@registry.misc("spacy_crossner.domain_aliases.v1")
+def domain_aliases(
+    domains: Union[str, List[str], None] = None, to: Optional[str] = None
+) -> Dict[str, str]:
+    """The ``domain_aliases`` of the crossner component, built from config variables.
+
+    confection does not interpolate variables in the keys of an inline dict
+    (``{"${vars.target_domain}": ...}`` stays literal), so configs build the dict with this::
+
+        [components.crossner.domain_aliases]
+        @misc = "spacy_crossner.domain_aliases.v1"
+        domains = ${vars.target_domain}
+        to = ${vars.source_domain}
+
+    domains (Union[str, List[str], None]): the domain(s) without labels of their own; None or
+        [] = no aliases.
+    to (Optional[str]): the labelled domain whose labels, head and CRF tag them.
+    RETURNS (Dict[str, str]): {domain: to} for every domain other than ``to`` itself.
+    """
+    if domains is None or domains == "":
+        return {}
+    names = [domains] if isinstance(domains, str) else list(domains)
+    if names and not to:
+        raise ValueError(
+            "spacy_crossner.domain_aliases.v1: `to` (usually ${vars.source_domain}) is not set; "
+            f"it names the labelled domain that tags {', '.join(map(str, names))}"
+        )
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(
+                f"spacy_crossner.domain_aliases.v1: domain names are non-empty strings, got {name!r}"
+            )
+    return {name: to for name in names if name != to}

@@ -1,36 +1,38 @@
 """The ``crossner`` component: one trainable pipe, many cross-domain architectures.
 
 It owns the label sets per domain (``cfg["labels"]``), the domain used for docs without one
-(``target_domain``), the loss (a CRF per domain, or softmax cross-entropy for heads without
-CRF), constrained decoding and serialization. The architecture is chosen by
-``[components.crossner.model]``.
+(``target_domain``), the domain of every doc of a batch (resolved once, here, and passed to the
+model), where entities and their probabilities are written, and serialization. The
+architecture (``[components.crossner.model]``) owns the loss and decoding (its head,
+:mod:`spacy_crossner.models.head`).
 """
 from itertools import islice
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 import srsly
-import torch
 from spacy import util
+from spacy.attrs import ORTH
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
-from spacy.attrs import ORTH
 from spacy.scorer import get_ner_prf
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import registry
 from spacy.vocab import Vocab
-from thinc.api import Model, Optimizer, set_dropout_rate, torch2xp, xp2torch
+from thinc.api import Model, Optimizer
 
-from .decoding import bio_tags, constrained_argmax, tags_to_spans, viterbi_decode
-from .domains import get_domain, resolve_domains
+from .decoding import bio_tags
+from .domains import doc_domain, example_domain, labelled_domain
 from .models.base import (
+    TaggerInput,
     TaggerOutput,
-    TrainingBatch,
     forget_resized_optimizer_state,
-    get_crfs,
     setup_torch_layers,
 )
+from .models.head import Decoded, copy_domain_rows
+from .models.head import decode as head_decode
+from .models.head import get_loss as head_loss
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -63,6 +65,8 @@ DEFAULT_MODEL = util.load_config_from_str(DEFAULT_MODEL_CONFIG)["model"]
         "model": DEFAULT_MODEL,
         "target_domain": None,
         "domain_aliases": {},
+        "spans_key": "crossner",
+        "threshold": 0.0,
         "scorer": {"@scorers": "spacy_crossner.entity_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -73,6 +77,8 @@ def make_crossner(
     model: Model[List[Doc], TaggerOutput],
     target_domain: Optional[str],
     domain_aliases: Dict[str, str],
+    spans_key: str,
+    threshold: float,
     scorer: Optional[Callable],
 ) -> "CrossNER":
     """Create a cross-domain entity recognizer.
@@ -84,6 +90,9 @@ def make_crossner(
         labelled domain whose labels, head and CRF tag it (zero-shot and unsupervised
         adaptation, e.g. ``{"ai": "conll2003"}``). Architectures that model domains (e.g. PGN's
         domain embeddings) still see the doc's own domain.
+    spans_key (str): the entities are also written to ``doc.spans[spans_key]``, with their
+        probabilities in ``doc.spans[spans_key].attrs["scores"]`` (as spaCy's ``spancat``).
+    threshold (float): entities whose probability is below it are not written (0: all are).
     scorer (Optional[Callable]): scoring function (entity P/R/F overall and per type).
     """
     return CrossNER(
@@ -92,6 +101,8 @@ def make_crossner(
         name,
         target_domain=target_domain,
         domain_aliases=domain_aliases,
+        spans_key=spans_key,
+        threshold=threshold,
         scorer=scorer,
     )
 
@@ -113,6 +124,7 @@ def make_configure_callback(
     labels: Optional[Dict[str, List[str]]] = None,
     labels_from: Optional[str] = None,
     labels_domain: Optional[str] = None,
+    init_from: Optional[str] = None,
 ) -> Callable[[Language], Language]:
     """An ``[initialize.after_init]`` callback for a sourced crossner component.
 
@@ -126,6 +138,10 @@ def make_configure_callback(
         up front keeps the model's size fixed during training.
     labels_domain (Optional[str]): the domain of the docs of ``labels_from`` (default: each
         doc's own ``doc._.domain``, else ``target_domain``).
+    init_from (Optional[str]): a trained domain (e.g. the source) whose output rows start the
+        target domain's for the tags they share by name (the CrossNER authors' fine-tuning,
+        which keeps one output layer over the union of labels); None: the target's rows start
+        fresh.
     """
 
     def configure(nlp: Language) -> Language:
@@ -143,6 +159,13 @@ def make_configure_callback(
         if labels_from:
             for domain, label in _labels_in_corpus(nlp, labels_from, labels_domain, target_domain):
                 pipe.add_label(label, domain=domain)
+        if init_from:
+            if pipe.target_domain is None:
+                raise ValueError(
+                    "[initialize.after_init] spacy_crossner.configure_crossner.v1: init_from "
+                    "needs target_domain"
+                )
+            pipe.init_domain_from(init_from, pipe.target_domain)
         return nlp
 
     return configure
@@ -154,28 +177,28 @@ def _labels_in_corpus(
     """(domain, label) pairs of the entities of a ``.spacy`` file or folder, in first-seen order."""
     from pathlib import Path
 
-    from .docbin import read_docbin
+    from .docbin import read_docbin, spacy_files
 
     path = Path(path)
     if not path.exists():
         raise ValueError(f"spacy_crossner.configure_crossner.v1: labels_from = {path} does not exist")
-    files = sorted(path.glob("**/*.spacy")) if path.is_dir() else [path]
     seen = {}
-    for file in files:
+    for file in spacy_files(path):
         for doc in read_docbin(file, nlp.vocab):
-            doc_domain = domain or get_domain(doc) or fallback
-            if doc_domain is None:
+            own = domain or doc_domain(doc, fallback)
+            if own is None:
                 raise ValueError(
                     f"spacy_crossner.configure_crossner.v1: the docs of {file} have no domain: "
                     "set labels_domain or target_domain"
                 )
             for ent in doc.ents:
-                seen.setdefault((doc_domain, ent.label_), None)
+                seen.setdefault((own, ent.label_), None)
     return list(seen)
 
 
 class CrossNER(TrainablePipe):
-    """Cross-domain NER: per-domain label sets, one shared architecture, BIO-constrained decoding."""
+    """Cross-domain NER: per-domain label sets, one shared architecture, constrained decoding,
+    entity probabilities."""
 
     def __init__(
         self,
@@ -185,16 +208,32 @@ class CrossNER(TrainablePipe):
         *,
         target_domain: Optional[str] = None,
         domain_aliases: Optional[Dict[str, str]] = None,
+        spans_key: str = "crossner",
+        threshold: float = 0.0,
         scorer: Optional[Callable] = score_entities,
     ) -> None:
+        if not 0.0 <= float(threshold) <= 1.0:
+            raise ValueError(
+                f"[components.{name}] threshold = {threshold}: an entity probability threshold "
+                "must be between 0 and 1"
+            )
         self.vocab = vocab
         self.model = model
         self.name = name
         self.scorer = scorer
-        self.cfg: Dict[str, Any] = {
-            "labels": {},
+        # What the pipeline's config says; a saved pipeline loaded with other values (spacy.load
+        # with config overrides) takes these instead of its saved ones (see from_disk).
+        self._config_settings = {
             "target_domain": target_domain,
             "domain_aliases": dict(domain_aliases or {}),
+            "spans_key": spans_key,
+            "threshold": float(threshold),
+        }
+        self.cfg: Dict[str, Any] = {
+            "labels": {},
+            **self._config_settings,
+            "domain_aliases": dict(domain_aliases or {}),
+            "config_settings": dict(self._config_settings),
             "build_config": {},
         }
         self._sync_model_attrs()
@@ -252,16 +291,30 @@ class CrossNER(TrainablePipe):
             self._sync_model_attrs()
         return 1
 
+    def init_domain_from(self, source: str, target: str) -> int:
+        """Start ``target``'s output rows (heads, CRF) from ``source``'s for the tags they share
+        by name: fine-tuning then starts from the pre-trained output layer for those tags.
+
+        RETURNS (int): the number of shared tags (``O`` included).
+        """
+        for domain in (source, target):
+            if domain not in self.cfg["labels"]:
+                raise ValueError(
+                    f"init_domain_from: '{domain}' has no labels (labelled domains: "
+                    f"{sorted(self.cfg['labels'])}); add the target's labels first"
+                )
+        if not self._is_initialized():
+            raise ValueError("init_domain_from: the component is not initialized")
+        return copy_domain_rows(self.model, source, target, self.domain_tags())
+
     def _is_initialized(self) -> bool:
         return bool(self.cfg.get("build_config"))
 
     def _sync_model_attrs(self) -> None:
+        # The one place the model's view of the labels and domains is set from cfg.
         self.model.attrs["domain_tags"] = self.domain_tags()
         self.model.attrs["target_domain"] = self.default_domain()
         self.model.attrs["domain_aliases"] = dict(self.cfg.get("domain_aliases") or {})
-
-    def _labelled_domain(self, domain: str) -> str:
-        return self.cfg.get("domain_aliases", {}).get(domain, domain)
 
     def default_domain(self) -> Optional[str]:
         """The domain of docs without ``doc._.domain``: target_domain, or the only domain."""
@@ -271,12 +324,38 @@ class CrossNER(TrainablePipe):
             return next(iter(self.cfg["labels"]))
         return None
 
+    def doc_labels(self, doc: Doc) -> List[str]:
+        """The labels this component can give a doc (those of its labelled domain)."""
+        domain = labelled_domain(
+            doc_domain(doc, self.default_domain()), self.cfg["labels"], self.cfg["domain_aliases"]
+        )
+        return list(self.cfg["labels"][domain])
+
     def _setup_model(self) -> None:
         self._sync_model_attrs()
         setup_torch_layers(self.model, self.domain_tags(), self.cfg["build_config"])
         self.cfg["build_config"] = dict(self.model.attrs["build_config"])
         # Grown parameters: the optimizer's state of their old sizes is dropped at finish_update.
         self._resized = True
+
+    def make_input(
+        self, docs: List[Doc], own: Optional[List[str]] = None, gold=None
+    ) -> TaggerInput:
+        """The model's input for a batch: the docs with their own and their labelled domains
+        (resolved here, once per batch) and, in training, their gold tag ids.
+
+        docs (List[Doc]): the batch.
+        own (Optional[List[str]]): the docs' own domains, if already known (default: each
+            doc's ``doc._.domain``, else the component's default domain).
+        gold: per doc, gold tag ids or None (raw text); None at prediction.
+        """
+        default = self.default_domain()
+        if own is None:
+            own = [doc_domain(doc, default) for doc in docs]
+        known = self.cfg["labels"]
+        aliases = self.cfg["domain_aliases"]
+        labelled = [labelled_domain(d, known, aliases) for d in own]
+        return TaggerInput(list(docs), labelled, list(own), gold)
 
     # -- initialization -----------------------------------------------------------------------
 
@@ -321,12 +400,7 @@ class CrossNER(TrainablePipe):
             )
         for domain in self.cfg["labels"]:
             self.cfg["labels"][domain] = sorted(self.cfg["labels"][domain])
-        for alias, domain in self.cfg["domain_aliases"].items():
-            if domain not in self.cfg["labels"]:
-                raise ValueError(
-                    f"domain_aliases maps '{alias}' to '{domain}', which has no labels "
-                    f"(labelled domains: {sorted(self.cfg['labels'])})"
-                )
+        self._validate_domains()
         self._sync_model_attrs()
         init_corpus = self.model.attrs.get("init_corpus")
         if init_corpus is not None:
@@ -335,13 +409,23 @@ class CrossNER(TrainablePipe):
             init_corpus(self.model, get_examples)
         sample = [eg.predicted for eg in islice(get_examples(), 10) if len(eg.predicted)]
         for doc in sample:
-            if get_domain(doc) is None and self.default_domain() is None:
+            if doc_domain(doc, self.default_domain()) is None:
                 raise ValueError(
                     "Training docs have no domain and the crossner component has several: "
                     "convert with --domain or set target_domain."
                 )
-        self.model.initialize(X=sample or None)
+        self.model.initialize(X=self.make_input(sample) if sample else None)
         self.cfg["build_config"] = dict(self.model.attrs["build_config"])
+
+    def _validate_domains(self) -> None:
+        """domain_aliases point at labelled domains (checked at initialize and load)."""
+        where = f"[components.{self.name}]"
+        for alias, domain in self.cfg["domain_aliases"].items():
+            if domain not in self.cfg["labels"]:
+                raise ValueError(
+                    f"{where} domain_aliases maps '{alias}' to '{domain}', which has no labels "
+                    f"(labelled domains: {sorted(self.cfg['labels'])})"
+                )
 
     def _check_not_aliased(self, domain: str) -> None:
         aliases = self.cfg["domain_aliases"]
@@ -353,7 +437,7 @@ class CrossNER(TrainablePipe):
             )
 
     def _example_domain(self, eg: Example) -> str:
-        domain = get_domain(eg.reference) or get_domain(eg.predicted) or self.default_domain()
+        domain = example_domain(eg, self.default_domain())
         if domain is None:
             raise ValueError(
                 "A training doc has no domain (doc._.domain) and target_domain is not set: "
@@ -364,54 +448,28 @@ class CrossNER(TrainablePipe):
 
     # -- prediction ---------------------------------------------------------------------------
 
-    def predict(self, docs: Iterable[Doc]) -> List[List[str]]:
-        """The IOB2 tags of each doc, decoded under BIO constraints. Does not modify docs."""
+    def predict(self, docs: Iterable[Doc]) -> List[Decoded]:
+        """The tags, entities and entity probabilities of each doc. Does not modify docs."""
         docs = list(docs)
         if not docs:
             return []
         if not any(len(doc) for doc in docs):
-            return [[] for _ in docs]
-        output = self.model.predict(docs)
-        return self._decode(output)
+            return [Decoded([], [], []) for _ in docs]
+        output = self.model.predict(self.make_input(docs))
+        return head_decode(self.model, output, [[t.is_space for t in doc] for doc in docs])
 
-    def _decode(self, output: TaggerOutput) -> List[List[str]]:
-        domain_tags = self.domain_tags()
-        if output.tag_ids is not None:
-            return [
-                [domain_tags[d][i] for i in ids] for ids, d in zip(output.tag_ids, output.domains)
-            ]
-        crfs = get_crfs(self.model)
-        decoded = []
-        cache: Dict[str, Tuple[numpy.ndarray, ...]] = {}
-        for scores, domain in zip(output.scores, output.domains):
-            tags = domain_tags[domain]
-            scores = self.model.ops.to_numpy(scores)
-            if crfs is None:
-                idx = constrained_argmax(_log_softmax(scores), tags)
-            else:
-                if domain not in cache:
-                    crf = crfs.get(domain)
-                    crf.apply_constraints()
-                    cache[domain] = tuple(
-                        t.detach().cpu().numpy()
-                        for t in (
-                            crf.transitions,
-                            crf.start_transitions,
-                            crf.end_transitions,
-                            crf.allowed_start,
-                            crf.allowed_transitions,
-                            crf.allowed_end,
-                        )
-                    )
-                trans, start, end, ok_start, ok_trans, ok_end = cache[domain]
-                idx = viterbi_decode(scores, trans, start, end, ok_start, ok_trans, ok_end)
-            decoded.append([tags[i] for i in idx])
-        return decoded
-
-    def set_annotations(self, docs: Iterable[Doc], tag_seqs: List[List[str]]) -> None:
-        """Write the decoded entities to ``doc.ents`` (other tokens become O)."""
-        for doc, tags in zip(docs, tag_seqs):
-            doc.ents = [Span(doc, start, end, label=label) for start, end, label in tags_to_spans(tags)]
+    def set_annotations(self, docs: Iterable[Doc], decoded: List[Decoded]) -> None:
+        """Write the entities to ``doc.ents`` (other tokens become O) and, with their
+        probabilities, to ``doc.spans[spans_key]``; entities below ``threshold`` are left out."""
+        key = self.cfg["spans_key"]
+        threshold = self.cfg["threshold"]
+        for doc, result in zip(docs, decoded):
+            kept = [(span, p) for span, p in zip(result.spans, result.probs) if p >= threshold]
+            ents = [Span(doc, start, end, label=label) for (start, end, label), _ in kept]
+            doc.ents = ents
+            group = SpanGroup(doc, name=key, spans=ents)
+            group.attrs["scores"] = numpy.asarray([p for _, p in kept], dtype="float32")
+            doc.spans[key] = group
 
     # -- training -----------------------------------------------------------------------------
 
@@ -427,6 +485,7 @@ class CrossNER(TrainablePipe):
 
         Docs without entity annotation (raw text) give no NER loss. Labels and domains not seen
         before (e.g. the target domain after sourcing a pre-trained component) are added.
+        ``drop`` is not used: the dropout rates are the model's own settings.
         """
         if losses is None:
             losses = {}
@@ -441,9 +500,8 @@ class CrossNER(TrainablePipe):
         ]
         if not batch:
             return losses
-        for eg in batch:
-            domain = self._example_domain(eg)
-            _set_predicted_domain(eg, domain)
+        own = [self._example_domain(eg) for eg in batch]
+        for eg, domain in zip(batch, own):
             if not eg.reference.has_annotation("ENT_IOB"):
                 continue
             self._check_not_aliased(domain)
@@ -453,27 +511,19 @@ class CrossNER(TrainablePipe):
             for ent in eg.reference.ents:
                 if ent.label_ not in self.cfg["labels"][domain]:
                     self.add_label(ent.label_, domain=domain)
-        domain_tags = self.domain_tags()
-        gold = [
-            _gold_tag_ids(eg, domain_tags[get_domain(eg.predicted)])
-            if eg.reference.has_annotation("ENT_IOB")
-            else None
-            for eg in batch
-        ]
-        for eg, g in zip(batch, gold):
-            if g is None:
-                domain = self._labelled_domain(get_domain(eg.predicted))
-                if domain not in domain_tags:
+        for eg, domain in zip(batch, own):
+            if not eg.reference.has_annotation("ENT_IOB"):
+                target = self.cfg["domain_aliases"].get(domain, domain)
+                if target not in self.cfg["labels"]:
                     raise ValueError(
-                        f"Raw-text docs of domain '{domain}', which has no labels: map it to a "
+                        f"Raw-text docs of domain '{target}', which has no labels: map it to a "
                         "labelled domain with domain_aliases in [components.crossner] "
-                        f"(labelled domains: {sorted(domain_tags)})."
+                        f"(labelled domains: {sorted(self.cfg['labels'])})."
                     )
-        set_dropout_rate(self.model, drop)
-        output, backprop = self.model.begin_update(
-            TrainingBatch([eg.predicted for eg in batch], gold)
-        )
-        loss, d_scores = self._loss(output, gold)
+        inputs = self.make_input([eg.predicted for eg in batch], own)
+        gold = self._gold(batch, inputs.domains)
+        output, backprop = self.model.begin_update(inputs._replace(gold=gold))
+        loss, d_scores = self._head_loss(output, gold)
         backprop(d_scores)
         if sgd is not None:
             self.finish_update(sgd)
@@ -483,29 +533,20 @@ class CrossNER(TrainablePipe):
             losses[key] = losses.get(key, 0.0) + value
         return losses
 
-    def get_loss(self, examples: Iterable[Example], output: TaggerOutput) -> Tuple[float, List]:
-        """The NER loss of a batch and its gradient with respect to the scores.
-
-        With CRFs: the negative log-likelihood of the gold tag sequence under each domain's
-        CRF, averaged over docs (the CRF's own parameters get their gradients here too).
-        Without: softmax cross-entropy per token, averaged over docs.
-        """
-        examples = list(examples)
+    def _gold(self, examples: List[Example], domains: List[str]) -> List[Optional[List[int]]]:
         domain_tags = self.domain_tags()
-        gold = [
-            _gold_tag_ids(eg, domain_tags[domain])
-            if eg.reference.has_annotation("ENT_IOB")
-            else None
-            for eg, domain in zip(examples, output.domains)
+        return [
+            _gold_tag_ids(eg, domain_tags[domain]) if eg.reference.has_annotation("ENT_IOB") else None
+            for eg, domain in zip(examples, domains)
         ]
-        return self._loss(output, gold)
 
-    def _loss(self, output: TaggerOutput, gold: List[Optional[List[int]]]) -> Tuple[float, List]:
-        crfs = get_crfs(self.model)
-        if crfs is None:
-            loss, d_scores = _softmax_loss(self.model.ops, output.scores, gold)
-        else:
-            loss, d_scores = _crf_loss(self.model.ops, crfs, output.scores, gold, output.domains)
+    def get_loss(self, examples: Iterable[Example], output: TaggerOutput) -> Tuple[float, Any]:
+        """The NER loss of a batch and its gradient with respect to the scores (the model's
+        head computes both: a CRF's negative log-likelihood, or softmax cross-entropy)."""
+        return self._head_loss(output, self._gold(list(examples), output.domains))
+
+    def _head_loss(self, output: TaggerOutput, gold) -> Tuple[float, Any]:
+        loss, d_scores = head_loss(self.model, output, gold)
         if not numpy.isfinite(loss):
             raise ValueError(
                 f"The crossner loss is {loss}: training diverged. Lower the learning rate "
@@ -532,7 +573,7 @@ class CrossNER(TrainablePipe):
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "CrossNER":
         deserialize = {
-            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
+            "cfg": lambda b: self._load_cfg(srsly.json_loads(b)),
             "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
             "model": lambda b: self._load_model(b),
         }
@@ -549,12 +590,31 @@ class CrossNER(TrainablePipe):
 
     def from_disk(self, path, *, exclude: Iterable[str] = tuple()) -> "CrossNER":
         deserialize = {
-            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
+            "cfg": lambda p: self._load_cfg(srsly.read_json(p)),
             "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
             "model": lambda p: self._load_model(p.open("rb").read()),
         }
         util.from_disk(path, deserialize, exclude)
         return self
+
+    def _load_cfg(self, saved: Dict[str, Any]) -> None:
+        """Take the saved cfg, except the settings the config now gives other values (e.g.
+        ``spacy.load(path, config={"components": {"crossner": {"target_domain": ...}}})``):
+        settings given at load time win, and are validated."""
+        self.cfg.update(saved)
+        was = saved.get("config_settings") or {}
+        for key, value in self._config_settings.items():
+            if key in was and was[key] != value:
+                self.cfg[key] = value
+        self.cfg["config_settings"] = dict(self._config_settings)
+        self._validate_domains()
+        target = self.cfg["target_domain"]
+        if target is not None and target != was.get("target_domain") and \
+                target not in self.cfg["labels"] and target not in self.cfg["domain_aliases"]:
+            raise ValueError(
+                f"[components.{self.name}] target_domain = '{target}' has no labels and is not "
+                f"in domain_aliases (labelled domains: {sorted(self.cfg['labels'])})"
+            )
 
     def _load_model(self, data: bytes) -> None:
         # The torch modules are sized by the labels: build them before loading weights.
@@ -568,12 +628,6 @@ class CrossNER(TrainablePipe):
                 f"fit its architecture and labels ({err}). Was it saved with another config?"
             ) from err
         self._sync_model_attrs()
-
-
-def _set_predicted_domain(eg: Example, domain: str) -> None:
-    # The model reads the domain from the docs it sees; readers set both, users may set one.
-    if get_domain(eg.predicted) is None:
-        eg.predicted._.domain = domain
 
 
 def _gold_tag_ids(eg: Example, tags: Sequence[str]) -> List[int]:
@@ -602,55 +656,3 @@ def _gold_tag_ids(eg: Example, tags: Sequence[str]) -> List[int]:
         iob = ("B-" if prefix in ("B", "U") else "I-") + label
         ids.append(index[iob])
     return ids
-
-
-def _log_softmax(scores: numpy.ndarray) -> numpy.ndarray:
-    shifted = scores - scores.max(axis=-1, keepdims=True)
-    return shifted - numpy.log(numpy.exp(shifted).sum(axis=-1, keepdims=True))
-
-
-def _softmax_loss(ops, scores: List, gold: List[List[int]]) -> Tuple[float, List]:
-    loss = 0.0
-    d_scores = []
-    n_docs = max(sum(1 for g in gold if g is not None), 1)
-    for s, g in zip(scores, gold):
-        if s.shape[0] == 0 or g is None:
-            d_scores.append(ops.alloc2f(*s.shape))
-            continue
-        probs = ops.softmax(s, axis=-1)
-        target = ops.alloc2f(*s.shape)
-        target[ops.xp.arange(len(g)), ops.asarray1i(g)] = 1.0
-        loss += float(-(ops.xp.log(probs + 1e-12) * target).sum()) / n_docs
-        d_scores.append((probs - target) / n_docs)
-    return loss, d_scores
-
-
-def _crf_loss(ops, crfs, scores: List, gold: List[List[int]], domains: List[str]):
-    d_scores = [ops.alloc2f(*s.shape) for s in scores]
-    loss = 0.0
-    n_docs = max(sum(1 for s, g in zip(scores, gold) if s.shape[0] and g is not None), 1)
-    for domain in sorted(set(domains)):
-        idx = [
-            i
-            for i, d in enumerate(domains)
-            if d == domain and scores[i].shape[0] and gold[i] is not None
-        ]
-        if not idx:
-            continue
-        crf = crfs.get(domain)
-        device = crf.transitions.device
-        lengths = [scores[i].shape[0] for i in idx]
-        padded = ops.pad([scores[i] for i in idx])
-        emissions = xp2torch(padded, requires_grad=True, device=device)
-        tags = torch.zeros(padded.shape[:2], dtype=torch.long, device=device)
-        mask = torch.zeros(padded.shape[:2], dtype=torch.bool, device=device)
-        for row, i in enumerate(idx):
-            tags[row, : lengths[row]] = torch.tensor(gold[i], dtype=torch.long, device=device)
-            mask[row, : lengths[row]] = True
-        nll = -crf(emissions, tags, mask=mask, reduction="sum") / n_docs
-        nll.backward()
-        loss += float(nll.detach().cpu())
-        grads = ops.unpad(torch2xp(emissions.grad), lengths)
-        for row, i in enumerate(idx):
-            d_scores[i] = grads[row]
-    return loss, d_scores

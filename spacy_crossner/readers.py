@@ -4,9 +4,15 @@
 and optional raw-text corpora, each upsampled (or downsampled) by its own factor and shuffled
 under a seed. ``spacy_crossner.DomainCorpus.v1`` reads one domain (dev and test sets).
 Examples keep the gold tokenization: the predicted doc has the reference's words.
+
+Every corpus is checked when it is read (at ``spacy train``'s initialization), and errors name
+the config section and the file: a labelled section without docs or without entity annotation,
+an empty raw-text file, a raw-text file that is a token/tag column file (convert it with
+``python -m spacy_crossner raw-text``), a text file that is not UTF-8, an unreadable ``.spacy``.
 """
 import logging
 import random
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -15,8 +21,10 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.util import registry
 
-from .docbin import read_docbin
-from .domains import get_domain, set_domain
+from .convert import looks_like_columns
+from .docbin import read_docbin, spacy_files
+from .domains import example_domain, get_domain, set_domain
+from .formats import FormatError, read_utf8, split_lines
 
 logger = logging.getLogger("spacy_crossner")
 
@@ -68,8 +76,10 @@ class CorpusEntry:
         upsample: float = 1.0,
         raw: bool = False,
         limit: int = 0,
+        setting: Optional[str] = None,
     ) -> None:
         self.name = name
+        self.setting = setting or f"[corpora.*.domains.{name}]"
         self.path = _check_path(path, f"{name}.path")
         self.domain = domain
         if not isinstance(upsample, (int, float)) or not upsample >= 0:
@@ -110,7 +120,7 @@ def create_domain_corpus(
     max_length (int): skip docs longer than this (0 = no limit).
     limit (int): at most this many docs (0 = all).
     """
-    entry = CorpusEntry("corpus", path, domain=domain)
+    entry = CorpusEntry("corpus", path, domain=domain, setting="spacy_crossner.DomainCorpus.v1")
     return MultiDomainCorpus([entry], shuffle=False, max_length=max_length, limit=limit)
 
 
@@ -152,15 +162,16 @@ class MultiDomainCorpus:
 
     def _read(self, nlp: Language, entry: CorpusEntry) -> List[Doc]:
         path = entry.path
+        where = f"{entry.setting} path = {path}"
         if path.is_file() and path.suffix in RAW_TEXT_SUFFIXES:
             if not entry.raw:
                 raise ValueError(
                     f"MultiDomainCorpus: {entry.name}.path = {path} is a text file; set "
                     f"raw = true for raw text, or convert labelled data to .spacy first"
                 )
-            docs: Iterable[Doc] = _read_text_lines(nlp, path)
+            docs: Iterable[Doc] = _read_text_lines(nlp, path, where)
         else:
-            docs = _read_docbins(nlp, path)
+            docs = _read_docbins(nlp, path, where)
         kept: List[Doc] = []
         skipped = 0
         limit = entry.limit or self.limit
@@ -180,7 +191,28 @@ class MultiDomainCorpus:
                 break
         if skipped:
             logger.info("%s: skipped %d docs longer than max_length=%d", path, skipped, self.max_length)
+        _check_read(entry, kept, skipped, where, self.max_length)
         return kept
+
+
+def _check_read(entry: CorpusEntry, docs: List[Doc], skipped: int, where: str, max_length: int) -> None:
+    """A corpus that cannot feed what its section promises is an error naming section and file."""
+    if not docs:
+        if skipped:
+            raise ValueError(
+                f"{where}: all {skipped} docs are longer than max_length = {max_length}; raise it "
+                "or set it to 0"
+            )
+        what = "text" if entry.raw else "docs"
+        raise ValueError(
+            f"{where}: the corpus is empty (no {what}); check the file, or remove the section"
+        )
+    if not entry.raw and not any(doc.has_annotation("ENT_IOB") for doc in docs):
+        raise ValueError(
+            f"{where}: none of its {len(docs)} docs has entity annotation, so this labelled "
+            "section would train nothing; convert labelled data with `python -m spacy_crossner "
+            "convert`, or set raw = true for raw text"
+        )
 
 
 def _check_path(path: Union[str, Path], setting: str) -> Path:
@@ -192,20 +224,37 @@ def _check_path(path: Union[str, Path], setting: str) -> Path:
     return path
 
 
-def _read_docbins(nlp: Language, path: Path) -> Iterator[Doc]:
-    files = sorted(path.glob("**/*.spacy")) if path.is_dir() else [path]
+def _read_docbins(nlp: Language, path: Path, where: str = "") -> Iterator[Doc]:
+    where = where or str(path)
+    files = spacy_files(path)
     if not files:
-        raise ValueError(f"No .spacy files in {path}")
+        raise ValueError(f"{where}: no .spacy files in {path} (subfolders included)")
     for file in files:
-        yield from read_docbin(file, nlp.vocab)
+        try:
+            docs = list(read_docbin(file, nlp.vocab))
+        except Exception as err:  # spaCy's E1014 and msgpack/zlib errors do not name the file
+            raise ValueError(
+                f"{where}: cannot read {file} as a .spacy DocBin ({type(err).__name__}: {err}); "
+                "make it with `python -m spacy_crossner convert` or DocBin.to_disk"
+            ) from err
+        yield from docs
 
 
-def _read_text_lines(nlp: Language, path: Path) -> Iterator[Doc]:
-    with path.open(encoding="utf8") as f:
-        for line in f:
-            words = line.split()
-            if words:
-                yield Doc(nlp.vocab, words=words, spaces=[True] * (len(words) - 1) + [False])
+def _read_text_lines(nlp: Language, path: Path, where: str = "") -> Iterator[Doc]:
+    where = where or str(path)
+    try:
+        text = read_utf8(path)
+    except FormatError as err:
+        raise ValueError(f"{where}: {err}") from None
+    if looks_like_columns(text):
+        raise ValueError(
+            f"{where}: this is a token/tag column file, not raw text (one sentence per line); "
+            f"convert it: python -m spacy_crossner raw-text {path} --output RAW.txt --domain NAME"
+        )
+    for line in split_lines(text):
+        words = line.split()
+        if words:
+            yield Doc(nlp.vocab, words=words, spaces=[True] * (len(words) - 1) + [False])
 
 
 def _strip_entities(nlp: Language, doc: Doc) -> Doc:
@@ -231,3 +280,44 @@ def _sample(docs: List[Doc], factor: float, rng: random.Random) -> List[Doc]:
     if rest > 0 and docs:
         out.extend(rng.sample(docs, int(round(rest * len(docs)))))
     return out
+
+
+SCHEDULES = ("alternate", "sum")
+
+
+@registry.batchers("spacy_crossner.domain_schedule.v1")
+def make_domain_schedule_batcher(
+    schedule: str = "alternate", size: int = 10
+) -> Callable[[Iterable[Example]], Iterator[List[Example]]]:
+    """Batches that follow the multi-cell LSTM's update schedules (``[training.batcher]``).
+
+    Examples are split into streams, one per domain (raw-text docs, without entity annotation,
+    form their own stream per domain), each kept in the order given (spaCy shuffles each pass).
+    schedule (str): "alternate" (the authors' SDA code: single-domain batches of ``size`` docs,
+        the streams taking turns) or "sum" (the paper's Algorithm 1 and the UDA code: every
+        batch holds ``size`` docs of each stream, so one update sums the domains' losses).
+        A stream that runs out drops out until the next pass.
+    size (int): docs per stream in a batch (the code: 10).
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(
+            f"spacy_crossner.domain_schedule.v1: schedule must be one of {SCHEDULES}, got {schedule!r}"
+        )
+    if size < 1:
+        raise ValueError(f"spacy_crossner.domain_schedule.v1: size must be >= 1, got {size}")
+
+    def batcher(examples: Iterable[Example]) -> Iterator[List[Example]]:
+        streams: Dict[Any, List[Example]] = {}
+        for eg in examples:
+            raw = not eg.reference.has_annotation("ENT_IOB")
+            key = (example_domain(eg), raw)
+            streams.setdefault(key, []).append(eg)
+        chunks = [[s[i : i + size] for i in range(0, len(s), size)] for s in streams.values()]
+        for step in zip_longest(*chunks):
+            present = [chunk for chunk in step if chunk]
+            if schedule == "alternate":
+                yield from present
+            else:
+                yield [eg for chunk in present for eg in chunk]
+
+    return batcher

@@ -103,4 +103,7 @@ def test_config_initializes_and_trains(name, trained):
         assert pipe.target_domain == "ai"
         assert "product" in pipe.label_data["ai"]
     doc = nlp("Google released TensorFlow .")
-    assert all(e.label_ in pipe.labels for e in doc.ents)
+    # Entities carry the labels of the domain the doc is tagged with, and a probability each.
+    assert {e.label_ for e in doc.ents} <= set(pipe.doc_labels(doc))
+    scores = doc.spans["crossner"].attrs["scores"]
+    assert len(scores) == len(doc.ents) and all(0 < p <= 1 for p in scores)

@@ -3,9 +3,9 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_crossner.cli import app
+from spacy_crossner.gazetteer import Gazetteer
 from spacy_crossner.dapt.corpus import (
     DaptInputError,
-    Gazetteer,
     iter_lines,
     select_corpus,
     split_sentences,

@@ -143,7 +143,7 @@ def _model_without_tokenizer(tmp_path):
         ("one_line", "single non-blank line"),
         ("latin1", "not UTF-8"),
         ("too_short", "shorter than one block"),
-        ("no_tokenizer", "Cannot load a tokenizer"),
+        ("no_tokenizer", "is incomplete: it has no tokenizer files"),
         ("missing_model", "Model directory not found"),
         ("resume_nothing", "Cannot resume"),
         ("bad_masking", "Unknown masking"),

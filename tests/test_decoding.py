@@ -7,7 +7,7 @@ from spacy_crossner.decoding import (
     allowed_moves,
     bio_tags,
     constrained_argmax,
-    tags_to_spans,
+    iob2_spans,
     viterbi_decode,
 )
 
@@ -101,9 +101,9 @@ def test_constrained_argmax_repairs_by_constraint():
     assert [TAGS[i] for i in constrained_argmax(emissions, TAGS)] == ["O", "B-B"]
 
 
-def test_tags_to_spans():
-    assert tags_to_spans(["B-A", "I-A", "O", "B-B", "B-B", "I-B"]) == [(0, 2, "A"), (3, 4, "B"), (4, 6, "B")]
-    assert tags_to_spans([]) == []
-    assert tags_to_spans(["O", "O"]) == []
+def test_iob2_spans():
+    assert iob2_spans(["B-A", "I-A", "O", "B-B", "B-B", "I-B"]) == [(0, 2, "A"), (3, 4, "B"), (4, 6, "B")]
+    assert iob2_spans([]) == []
+    assert iob2_spans(["O", "O"]) == []
     # conlleval reading of a stray I-: it opens an entity
-    assert tags_to_spans(["O", "I-A", "I-B"]) == [(1, 2, "A"), (2, 3, "B")]
+    assert iob2_spans(["O", "I-A", "I-B"]) == [(1, 2, "A"), (2, 3, "B")]

@@ -181,10 +181,12 @@ def test_cli_bad_data_file(model_and_data, tmp_path):
     assert res.exit_code == 1 and "Cannot read" in res.output
 
 
-def test_zero_shot_model_lists_the_types_it_cannot_predict(tmp_path):
-    """A crossner model that tags ai docs with news labels (domain_aliases) says what it misses."""
+@pytest.mark.parametrize("pipe_name", ["crossner", "my_ner"])
+def test_zero_shot_model_lists_the_types_it_cannot_predict(tmp_path, pipe_name):
+    """A crossner model that tags ai docs with news labels (domain_aliases) says what it misses,
+    whatever the pipe is called."""
     nlp = spacy.blank("en")
-    nlp.add_pipe("crossner", config={"target_domain": "news", "domain_aliases": {"ai": "news"}})
+    nlp.add_pipe("crossner", name=pipe_name, config={"target_domain": "news", "domain_aliases": {"ai": "news"}})
     train = []
     from spacy.training import Example
     for words, ents in [("John lives in Paris".split(), [(0, 1, "person"), (3, 4, "location")])]:

@@ -4,7 +4,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import spacy
 import torch
 from spacy.tokens import Doc
 from thinc.api import fix_random_seed
@@ -258,26 +257,6 @@ def test_overfits_two_domains(trained):
     # experts are shared by type name over both domains
     assert module.types == sorted({l for _, _, ents in ALL for _, _, l in ents})
     assert gate_accuracy(trained, ALL) >= 0.95
-
-
-def test_roundtrips_and_pipe_keep_predictions(trained, tmp_path):
-    expected = predicted_ents(trained, ALL)
-    trained.to_disk(tmp_path / "model")
-    loaded = spacy.load(tmp_path / "model")
-    assert predicted_ents(loaded, ALL) == expected
-    fresh = make_nlp()
-    fresh.from_bytes(trained.to_bytes())
-    assert predicted_ents(fresh, ALL) == expected
-    docs = []
-    for domain, words, _ in ALL:
-        doc = Doc(trained.vocab, words=words)
-        set_domain(doc, domain)
-        docs.append(doc)
-    one_by_one = [[(e.start, e.end, e.label_) for e in trained(d.copy()).ents] for d in docs]
-    piped = [[(e.start, e.end, e.label_) for e in d.ents] for d in trained.pipe([d.copy() for d in docs], batch_size=4)]
-    assert piped == one_by_one == expected
-    assert trained("").ents == ()
-    assert len(trained(" ".join(["Paris is in France ."] * 300))) == 1500
 
 
 @pytest.mark.parametrize(

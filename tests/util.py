@@ -12,6 +12,16 @@ from spacy_crossner import set_domain
 
 Sentence = Tuple[str, List[str], List[Tuple[int, int, str]]]
 
+# Word + char-CNN features small enough to overfit a handful of sentences in seconds.
+TINY_FEATURES = {
+    "@architectures": "spacy_crossner.WordCharEmbed.v1",
+    "word_width": 32,
+    "word_rows": 1000,
+    "char_width": 8,
+    "char_filters": 16,
+    "dropout": 0.0,
+}
+
 NEWS: List[Sentence] = [
     ("news", "John Smith lives in London .".split(), [(0, 2, "person"), (4, 5, "location")]),
     ("news", "Acme Corp hired Mary Jones .".split(), [(0, 2, "organisation"), (3, 5, "person")]),

@@ -36,16 +36,33 @@ def convert_cli(
         True, "--progress/--no-progress",
         help="Show a progress bar (on stderr) for inputs of 50,000 tokens or more.",
     ),
+    label_map: Optional[str] = typer.Option(
+        None, "--label-map",
+        help='Rename entity labels: a JSON file or inline JSON, e.g. \'{"PER": "person"}\'. '
+        "Labels not in it are kept.",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict",
+        help="Fail on an input without a single token line (default: warn and write an empty "
+        ".spacy file).",
+    ),
 ) -> None:
     """Convert token/tag column files (CoNLL-style) to .spacy DocBins tagged with a domain."""
     try:
         summary = convert(
             input_path, output_dir, domain=domain, scheme=scheme, sep=sep,
-            by_document=by_document, show_progress=progress,
+            by_document=by_document, show_progress=progress, label_map=label_map, strict=strict,
         )
     except (ValueError, OSError) as err:
         fail(str(err))
     typer.echo(summary_table(summary))
+    _warn(summary.warnings)
+    if summary.skipped:
+        typer.secho(
+            f"Skipped {len(summary.skipped)} entr{'y' if len(summary.skipped) == 1 else 'ies'} of "
+            f"{input_path} (see the table); name a file directly to convert it.",
+            fg=typer.colors.YELLOW, err=True,
+        )
     n_repairs = sum(f.n_repairs for f in summary.files)
     if n_repairs:
         typer.secho(
@@ -80,6 +97,9 @@ def raw_text_cli(
     dedup: bool = typer.Option(
         False, "--dedup/--no-dedup", help="Drop exact repeats of a sentence (counted)."
     ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Fail on an input without a sentence (default: warn)."
+    ),
 ) -> None:
     """Write a raw-text corpus (for language-model objectives and DAPT) from labelled or plain
     text files."""
@@ -88,11 +108,26 @@ def raw_text_cli(
     try:
         summary = write_raw_text(
             inputs, output, domain=domain, fmt=fmt, input_format=input_format, sep=sep,
-            dedup=dedup,
+            dedup=dedup, strict=strict,
         )
     except (ValueError, OSError) as err:
         fail(str(err))
+    _warn(summary.warnings)
+    for path, why in summary.skipped:
+        typer.secho(f"Skipped {path} ({why}); name it directly to read it.",
+                    fg=typer.colors.YELLOW, err=True)
     typer.echo(
         f"Wrote {summary.sentences:,} sentences ({summary.tokens:,} tokens) to {output}; "
         f"skipped {summary.empty_lines:,} empty lines; dropped {summary.duplicates:,} duplicates."
     )
+    if summary.split_tokens:
+        typer.secho(
+            f"{summary.split_tokens:,} tokens held spaces (e.g. 'New York') and were written as "
+            "their parts, counted as such (--format spacy keeps them whole).",
+            fg=typer.colors.YELLOW,
+        )
+
+
+def _warn(warnings: List[str]) -> None:
+    for warning in warnings:
+        typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, bold=True, err=True)

@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from ..evaluate import EvaluationError, evaluate, summary_table
+from ..evaluate import EvaluationError, evaluate, results_table, summary_table
 from ._util import app, fail
 
 
@@ -30,18 +30,28 @@ def evaluate_cli(
         "target_domain.",
     ),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id, -1 for CPU."),
+    label_map: Optional[str] = typer.Option(
+        None, "--label-map",
+        help='Rename the gold labels of DATA before scoring: a JSON file or inline JSON, e.g. '
+        '\'{"PER": "person"}\' for a model trained on person scored on data saying PER.',
+    ),
 ) -> None:
-    """Score a pipeline's entities (exact match P/R/F, overall and per type) on a .spacy corpus."""
+    """Score a pipeline's entities (exact match P/R/F, overall and per type) on a .spacy corpus.
+
+    This is the scorer of spacy_crossner pipelines: docs keep their gold tokens and domain.
+    The output JSON has the keys of `spacy evaluate --output` (token_acc, ents_p, ents_r,
+    ents_f, ents_per_type, speed) plus counts and what was scored."""
     label_list = [l.strip() for l in labels.split(",") if l.strip()] if labels else None
     if labels is not None and not label_list:
         fail("--labels is empty: give comma-separated entity types")
     try:
         result = evaluate(model=model, data=data, output=output, mode=mode, labels=label_list,
-                          domain=domain, gpu_id=gpu_id)
+                          domain=domain, gpu_id=gpu_id, label_map=label_map)
     except (EvaluationError, OSError) as err:
         fail(str(err))
     typer.echo(f"{result['data']} ({result['n_docs']:,} docs, {result['n_words']:,} words), "
                f"domain {result['domain']}, mode {mode}")
+    typer.echo(results_table(result))
     typer.echo(summary_table(result))
     if result.get("note"):
         typer.secho(f"Note: {result['note']}", fg=typer.colors.YELLOW)

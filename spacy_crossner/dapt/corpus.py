@@ -31,7 +31,9 @@ import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Union
+
+from ..gazetteer import Gazetteer
 
 LEVELS = ("domain", "entity", "task", "integrated")
 # A line longer than this is almost surely not a sentence or paragraph (a file without newlines,
@@ -92,77 +94,31 @@ def tokenize_words(text: str) -> List[str]:
     return _WORD.findall(text)
 
 
-class Gazetteer:
-    """Surface forms -> entity types, matched leftmost-longest on word-token boundaries."""
+def read_entity_lists(
+    paths: Sequence[Union[str, Path]],
+    *,
+    ignore_case: bool = False,
+    max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+) -> Gazetteer:
+    """Read entity lists: ``surface`` or ``surface<TAB>type[,type...]`` per line.
 
-    def __init__(self, ignore_case: bool = False) -> None:
-        self.ignore_case = ignore_case
-        self.entries: Dict[Tuple[str, ...], Set[str]] = {}
-        # Longest entry per first token: bounds the lengths tried at each position.
-        self._longest: Dict[str, int] = {}
-
-    def _key(self, tokens: Iterable[str]) -> Tuple[str, ...]:
-        return tuple(t.casefold() for t in tokens) if self.ignore_case else tuple(tokens)
-
-    def add(self, surface: str, types: Iterable[str]) -> None:
-        """Add one entry (surface text, its types)."""
-        key = self._key(tokenize_words(surface))
-        if not key:
-            return
-        self.entries.setdefault(key, set()).update(types)
-        self._longest[key[0]] = max(self._longest.get(key[0], 0), len(key))
-
-    @classmethod
-    def from_files(
-        cls,
-        paths: Sequence[Union[str, Path]],
-        *,
-        ignore_case: bool = False,
-        max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
-    ) -> "Gazetteer":
-        """Read entity lists: ``surface`` or ``surface<TAB>type[,type...]`` per line.
-
-        paths (Sequence[Union[str, Path]]): the files; an untyped entry takes its file's stem.
-        ignore_case (bool): match case-insensitively.
-        Raises DaptInputError for unreadable files or when no entry is found.
-        """
-        gazetteer = cls(ignore_case=ignore_case)
-        for path in paths:
-            stem = Path(path).stem
-            for line in iter_lines(path, max_line_chars=max_line_chars):
-                surface, _, types = line.partition("\t")
-                if not surface.strip():
-                    continue
-                names = [t.strip() for t in types.split(",") if t.strip()] or [stem]
-                gazetteer.add(surface.strip(), names)
-        if not gazetteer.entries:
-            raise DaptInputError(f"No entity found in {', '.join(map(str, paths))}")
-        return gazetteer
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    @property
-    def types(self) -> Set[str]:
-        """Every entity type of the gazetteer."""
-        return set().union(*self.entries.values()) if self.entries else set()
-
-    def match(self, tokens: Sequence[str]) -> List[Tuple[int, int, Set[str]]]:
-        """Mentions in a token sequence: (start, end, types), leftmost-longest, non-overlapping."""
-        key = self._key(tokens)
-        found = []
-        i = 0
-        while i < len(key):
-            longest = min(self._longest.get(key[i], 0), len(key) - i)
-            for n in range(longest, 0, -1):
-                types = self.entries.get(key[i : i + n])
-                if types is not None:
-                    found.append((i, i + n, types))
-                    i += n
-                    break
-            else:
-                i += 1
-        return found
+    paths (Sequence[Union[str, Path]]): the files; an untyped entry takes its file's stem.
+    ignore_case (bool): match case-insensitively.
+    RETURNS (Gazetteer): entries tokenized as the corpus is (:func:`tokenize_words`).
+    Raises DaptInputError for unreadable files or when no entry is found.
+    """
+    gazetteer = Gazetteer(ignore_case=ignore_case, tokenize=tokenize_words)
+    for path in paths:
+        stem = Path(path).stem
+        for line in iter_lines(path, max_line_chars=max_line_chars):
+            surface, _, types = line.partition("\t")
+            if not surface.strip():
+                continue
+            names = [t.strip() for t in types.split(",") if t.strip()] or [stem]
+            gazetteer.add(surface.strip(), names)
+    if not gazetteer.entries:
+        raise DaptInputError(f"No entity found in {', '.join(map(str, paths))}")
+    return gazetteer
 
 
 @dataclass
@@ -215,7 +171,7 @@ def select_corpus(
     """
     if min_entities < 1:
         raise DaptInputError(f"min_entities must be at least 1, got {min_entities}")
-    gazetteer = Gazetteer.from_files(entities, ignore_case=ignore_case, max_line_chars=max_line_chars)
+    gazetteer = read_entity_lists(entities, ignore_case=ignore_case, max_line_chars=max_line_chars)
     wanted = None
     if task_types is not None:
         wanted = {t.strip() for t in task_types if t.strip()}
@@ -251,7 +207,7 @@ def select_corpus(
                 chosen = ["domain"]
                 if len(mentions) >= min_entities:
                     chosen.append("entity")
-                if any(wanted is None or (types & wanted) for _, _, types in mentions):
+                if any(wanted is None or (set(types) & wanted) for _, _, types in mentions):
                     chosen.append("task")
                 for level in chosen:
                     writers[level].write(sentence + "\n")

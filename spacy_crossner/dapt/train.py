@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -111,17 +112,106 @@ def default_model() -> str:
     return bundled_transformer()
 
 
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
+                    "sentencepiece.bpe.model", "tokenizer.model")
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def _offline() -> bool:
+    return any(
+        os.environ.get(var, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _looks_local(model: str) -> bool:
+    """True when ``model`` is written as a path rather than a hub name ("name" or "org/name")."""
+    if model.startswith((".", "~", "/")) or "\\" in model or model.endswith("/"):
+        return True
+    parts = model.split("/")
+    # "models/bert" beside a models/ folder is a path, whatever the hub holds
+    return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
+
+
+def check_model_source(model: str) -> None:
+    """Check a ``--model`` before transformers is asked for it, so that mistakes fail at once
+    (a mistyped relative path would otherwise be looked up on the hub, with network retries).
+
+    A local directory must hold config.json, weights and tokenizer files (all that is missing
+    is named). A name written as a path (``./x``, ``../x``, ``/x``, ``a/b/c``, ``dir/x`` beside a
+    folder ``dir``) must exist. Anything else is a hub name: it must look like one
+    (``name`` or ``org/name``) and be in the local Hugging Face cache, or, unless HF offline
+    mode is set (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE), be found by one hub look-up (10 s
+    timeout). Raises DaptInputError.
+    """
+    path = Path(model).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise DaptInputError(f"--model {model} is a file; give a model directory or a hub name")
+        names = {p.name for p in path.iterdir()}
+        missing = []
+        if "config.json" not in names:
+            missing.append("config.json")
+        if not names & set(_WEIGHT_FILES):
+            missing.append(f"weights ({', '.join(_WEIGHT_FILES[:3])} ...)")
+        if not names & set(_TOKENIZER_FILES):
+            missing.append(
+                f"tokenizer files ({', '.join(_TOKENIZER_FILES[:3])} ...; save them with "
+                "tokenizer.save_pretrained(dir))"
+            )
+        if missing:
+            raise DaptInputError(
+                f"The model directory {model} is incomplete: it has no {'; no '.join(missing)}"
+                + (" (the directory is empty)" if not names else "")
+            )
+        return
+    if _looks_local(model) or not _HUB_NAME.match(model):
+        raise DaptInputError(
+            f"Model directory not found: {model} (looked for {path.resolve()}); give an existing "
+            "model directory or a hub name such as bert-base-cased"
+        )
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(model, "config.json"), str):
+        return  # in the local Hugging Face cache
+    if _offline():
+        raise DaptInputError(
+            f"--model {model}: no such local directory, and Hugging Face offline mode is set "
+            "(HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE) while the model is not in the local "
+            "cache; give a model directory, or download it first"
+        )
+    # One quick look-up instead of transformers' retries (about a minute without a network).
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().model_info(model, timeout=10)
+    except GatedRepoError:
+        return  # exists; transformers reports what access it needs
+    except RepositoryNotFoundError:
+        raise DaptInputError(
+            f"--model {model}: no such local directory (looked for {path.resolve()}) and no "
+            "such model on the Hugging Face hub"
+        ) from None
+    except Exception as err:  # no network, proxy, DNS...
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise DaptInputError(
+            f"--model {model}: no such local directory (looked for {path.resolve()}), and the "
+            f"Hugging Face hub cannot be reached ({type(err).__name__}: {reason})"
+        ) from None
+
+
 def load_tokenizer(model: str):
     """The tokenizer of a model directory or hub name, with a clear error when there is none.
 
     model (str): a local directory or a Hugging Face hub name (cached, when offline).
-    Raises DaptInputError when no usable tokenizer can be loaded.
+    Raises DaptInputError when no usable tokenizer can be loaded (see check_model_source).
     """
     from transformers import AutoTokenizer
 
-    path = Path(model)
-    if (path.is_absolute() or str(model).startswith(".")) and not path.exists():
-        raise DaptInputError(f"Model directory not found: {model}")
+    check_model_source(str(model))
     try:
         tokenizer = AutoTokenizer.from_pretrained(model)
     except Exception as err:  # transformers raises OSError, ValueError, TypeError, KeyError...
@@ -155,6 +245,18 @@ def load_model(model: str):
         hf_logging.set_verbosity(verbosity)
     missing = sorted(info.get("missing_keys", []))
     return mlm, missing
+
+
+def _check_output_dir(output_dir: Path) -> None:
+    """The output directory must be a directory or creatable as one."""
+    for path in (output_dir, *output_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                where = "is a file" if path == output_dir else f"is inside {path}, which is a file"
+                raise DaptInputError(
+                    f"The output directory {output_dir} {where}; give a directory path"
+                )
+            return
 
 
 def read_corpus_lines(corpus: Union[str, Path], *, max_line_chars: int = DEFAULT_MAX_LINE_CHARS) -> List[str]:
@@ -309,6 +411,7 @@ def run_dapt(
         raise DaptInputError("Give a positive number of epochs or max_steps")
     model = model or default_model()
     output_dir = Path(output_dir)
+    _check_output_dir(output_dir)
     checkpoint_dir = output_dir / CHECKPOINT_DIR
     last_checkpoint = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
     if resume and last_checkpoint is None:

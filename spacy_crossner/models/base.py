@@ -1,71 +1,72 @@
 """The shape every crossner architecture shares.
 
-An architecture is ``Model[List[Doc], TaggerOutput]``: input features (a context-free embedding,
-a tok2vec or a transformer listener, ref ``"features"``) feed a torch *emitter* (ref
-``"emitter"``) that returns, for each doc, scores over the tags of that doc's domain, plus named
-auxiliary losses whose gradients it adds itself in the backward pass. An optional layer of
-per-domain CRFs (ref ``"crf"``) is never called in the forward pass: the component uses it for
-the loss and reads its transitions for decoding.
+An architecture is ``Model[TaggerInput, TaggerOutput]``. The component resolves each doc's
+domain once per batch (:mod:`spacy_crossner.domains`) and passes the docs with their domains
+(and, in training, their gold tag ids) as a :class:`TaggerInput`. Input features (a
+context-free embedding, a tok2vec or a transformer listener, ref ``"features"``) feed a torch
+*emitter* (ref ``"emitter"``, :class:`~.pytorch_emitter.Emitter`) that returns padded scores
+over each doc's domain's tags plus named auxiliary losses whose gradients it adds itself in the
+backward pass. The output *head* (ref ``"head"``, :mod:`.head`) owns the NER loss and decoding.
 
 Torch modules are sized by the labels, which are only known at ``initialize`` (or, for a loaded
 pipeline, from the component's cfg), so a layer that owns a torch module carries a
 ``setup_torch`` attr; :func:`setup_torch_layers` calls them all with the domain tag sets and the
 ``build_config`` saved at initialization, before weights are loaded or when labels are added.
+
+Every function held in ``attrs`` is a module-level function, so every model pickles.
 """
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import torch
 from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
-from thinc.types import Floats2d
+from thinc.types import Floats2d, Floats3d
 from thinc.util import get_torch_default_device, is_xp_array
 
-from ..domains import get_domain, resolve_domains
-from .pytorch_heads import DomainCRFs
+from .head import build_head, gold_tensor
+from .pytorch_emitter import Emitter
 
 DomainTags = Dict[str, List[str]]
 
 
-class TrainingBatch(list):
-    """The docs of a training batch, with what the component knows of their gold standard.
+class TaggerInput(NamedTuple):
+    """What the component gives an architecture for a batch.
 
-    A plain list of docs to every layer that only needs docs (tok2vecs, listeners); emitters
-    that need gold tags (teacher forcing, auxiliary losses) or must tell raw text apart read
-    the extra attributes.
-
-    gold (List[Optional[List[int]]]): per doc, gold tag ids in its domain's tag list, or None
-        for raw text.
+    docs (List[Doc]): the docs.
+    domains (List[str]): per doc, the labelled domain whose labels, head and CRF tag it (its
+        own domain mapped through ``domain_aliases``).
+    own_domains (List[str]): per doc, its own domain (before aliases; e.g. PGN's domain
+        embeddings use it).
+    gold (Optional[List[Optional[List[int]]]]): in training, per doc, the gold tag ids in its
+        labelled domain's tag list, or None for raw text; None at prediction.
     """
 
-    def __init__(self, docs: List[Doc], gold: List[Optional[List[int]]]) -> None:
-        super().__init__(docs)
-        if len(gold) != len(docs):
-            raise ValueError(f"TrainingBatch: {len(docs)} docs but {len(gold)} gold sequences")
-        self.gold = gold
-
-    @property
-    def is_raw(self) -> List[bool]:
-        return [g is None for g in self.gold]
+    docs: List[Doc]
+    domains: List[str]
+    own_domains: List[str]
+    gold: Optional[List[Optional[List[int]]]] = None
 
 
 @dataclass
 class TaggerOutput:
     """What an architecture returns for a batch.
 
-    scores (List[Floats2d]): per doc, (n_tokens, n_tags) scores of its domain's tags.
-    domains (List[str]): the domain used for each doc.
+    scores (Floats3d): (B, T, K) padded scores of each doc's domain's tags (T = longest doc,
+        K = most tags among the batch's domains; columns past a domain's tags are unused).
+    lengths (List[int]): the docs' lengths.
+    domains (List[str]): the labelled domain of each doc.
     losses (Dict[str, float]): auxiliary losses of this batch (training only), already weighted
         and already part of the backward pass; reported for logging.
-    tag_ids (Optional[List[List[int]]]): for architectures that decode themselves (e.g.
-        autoregressive beam search at prediction), the chosen tag ids per doc; the component
-        then uses them instead of decoding ``scores``.
+    features (Optional[Floats3d]): (B, T, nI) padded token features, for heads that decode
+        from the features themselves (the label-aware tagger's autoregressive decoder).
     """
 
-    scores: List[Floats2d]
+    scores: Floats3d
+    lengths: List[int]
     domains: List[str]
     losses: Dict[str, float] = field(default_factory=dict)
-    tag_ids: Optional[List[List[int]]] = None
+    features: Optional[Floats3d] = None
 
 
 def setup_torch_layers(model: Model, domain_tags: DomainTags, build_config: Dict[str, Any]) -> None:
@@ -88,41 +89,40 @@ def setup_torch_layers(model: Model, domain_tags: DomainTags, build_config: Dict
 def build_crossner_model(
     name: str,
     features: Model[List[Doc], List[Floats2d]],
-    emitter: torch.nn.Module,
+    emitter: Emitter,
     *,
     use_crf: bool,
     extra_layers: Sequence[Model] = (),
     extra_inputs: Optional[Callable[..., Dict[str, Any]]] = None,
-) -> Model[List[Doc], TaggerOutput]:
-    """Compose features, a torch emitter and optional per-domain CRFs into an architecture.
+    forward: Optional[Callable] = None,
+    init: Optional[Callable] = None,
+    head: Optional[str] = None,
+) -> Model[TaggerInput, TaggerOutput]:
+    """Compose features, a torch emitter and an output head into an architecture.
 
     name (str): the model's name.
     features (Model[List[Doc], List[Floats2d]]): token features.
-    emitter (torch.nn.Module): has ``setup(n_in, domain_tags, build_config)`` and
-        ``forward(X, lengths, domains, gold=None) -> (scores (B, T, K_max), {name: loss})``;
-        ``gold`` is a (B, T) long tensor of gold tag ids during training (-1 where unknown,
-        all -1 for raw-text docs) and None at prediction; losses are already weighted.
-    use_crf (bool): add a per-domain CRF layer (ref ``"crf"``).
+    emitter (Emitter): the torch emitter (:class:`~.pytorch_emitter.Emitter`).
+    use_crf (bool): a CRF per domain (True) or a softmax per token (False) in the head.
     extra_layers (Sequence[Model]): further layers to serialize with the model.
-    extra_inputs (Optional[Callable]): ``f(model, docs, domains, is_train) -> dict`` computed
-        from the (non-empty) docs of a batch and passed to the emitter's forward as keyword
-        arguments (arrays become tensors on the emitter's device), e.g. word ids for a
-        language model or dictionary matches. ``domains`` are the docs' own domains (before
-        ``domain_aliases``).
+    extra_inputs (Optional[Callable]): a module-level function ``f(model, docs, own_domains,
+        is_train) -> dict`` computed from the (non-empty) docs of a batch and passed to the
+        emitter's forward as keyword arguments (arrays become tensors on the emitter's
+        device), e.g. word ids for a language model or dictionary matches; its settings live
+        in ``model.attrs``.
+    forward, init (Optional[Callable]): the architecture's own forward / init (default
+        :func:`crossner_forward` / :func:`crossner_init`).
+    head (Optional[str]): the head's decoder, "crf", "softmax" or "autoregressive" (default
+        from ``use_crf``).
     """
     emitter_layer = wrap_emitter(emitter)
-    layers = [features, emitter_layer, *extra_layers]
-    refs = {"features": features, "emitter": emitter_layer}
-    if use_crf:
-        crf_layer = build_crf_layer()
-        layers.append(crf_layer)
-        refs["crf"] = crf_layer
+    head_layer = build_head(head or ("crf" if use_crf else "softmax"))
     return Model(
         name,
-        crossner_forward,
-        init=crossner_init,
-        layers=layers,
-        refs=refs,
+        forward or crossner_forward,
+        init=init or crossner_init,
+        layers=[features, emitter_layer, *extra_layers, head_layer],
+        refs={"features": features, "emitter": emitter_layer, "head": head_layer},
         attrs={
             "domain_tags": {},
             "target_domain": None,
@@ -134,13 +134,14 @@ def build_crossner_model(
     )
 
 
-def crossner_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+def crossner_init(model: Model, X: Optional[TaggerInput] = None, Y=None) -> None:
     features = model.get_ref("features")
-    features.initialize(X=X)
-    if X:
-        sample = features.predict([doc for doc in X[:4]])
+    docs = list(X.docs) if X is not None else None
+    features.initialize(X=docs or None)
+    if docs:
+        sample = features.predict(docs[:4])
         n_in = int(sample[0].shape[1])
-    elif features.has_dim("nO"):
+    elif features.has_dim("nO") and features.get_dim("nO"):
         n_in = features.get_dim("nO")
     else:
         raise ValueError(
@@ -158,43 +159,56 @@ def crossner_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
     setup_torch_layers(model, model.attrs["domain_tags"], build_config)
 
 
-def crossner_forward(model: Model, docs: List[Doc], is_train: bool):
+def crossner_forward(model: Model, inputs: TaggerInput, is_train: bool):
+    docs, domains, own_domains, gold = inputs
     domain_tags = model.attrs["domain_tags"]
-    default = model.attrs["target_domain"]
-    domains = resolve_domains(docs, domain_tags.keys(), default, model.attrs["domain_aliases"])
+    ops = model.ops
     features, bp_features = model.get_ref("features")(docs, is_train)
-    gold = getattr(docs, "gold", None)
-    keep = [i for i, doc in enumerate(docs) if len(doc)]
-    scores = [model.ops.alloc2f(0, len(domain_tags[d])) for d in domains]
+    lengths = [len(doc) for doc in docs]
+    keep = [i for i, n in enumerate(lengths) if n]
+    n_tags = max((len(domain_tags[d]) for d in domains), default=1)
     losses: Dict[str, float] = {}
     bp_emitter = None
-    if keep:
-        emitter = model.get_ref("emitter")
-        kept_gold = [gold[i] for i in keep] if gold is not None else None
+    if not keep:
+        scores = ops.alloc3f(len(docs), max(lengths, default=0), n_tags)
+    else:
         extra: Dict[str, Any] = {}
+        kept_docs = [docs[i] for i in keep]
         if model.attrs.get("extra_inputs") is not None:
-            kept_docs = [docs[i] for i in keep]
-            own = [get_domain(doc) or default for doc in kept_docs]
-            extra = model.attrs["extra_inputs"](model, kept_docs, own, is_train)
-        (kept_scores, losses), bp_emitter = emitter(
+            extra = model.attrs["extra_inputs"](
+                model, kept_docs, [own_domains[i] for i in keep], is_train
+            )
+        kept_gold = [gold[i] for i in keep] if gold is not None else None
+        (kept_scores, losses), bp_emitter = model.get_ref("emitter")(
             ([features[i] for i in keep], [domains[i] for i in keep], kept_gold, extra), is_train
         )
-        for i, s in zip(keep, kept_scores):
-            scores[i] = s
+        if len(keep) == len(docs):
+            scores = kept_scores
+        else:
+            scores = ops.alloc3f(len(docs), kept_scores.shape[1], max(n_tags, kept_scores.shape[2]))
+            scores[ops.asarray1i(keep), :, : kept_scores.shape[2]] = kept_scores
 
-    def backprop(d_scores: List[Floats2d]) -> Any:
-        d_features = [model.ops.alloc2f(*f.shape) for f in features]
-        if bp_emitter is not None:
-            d_kept = bp_emitter([d_scores[i] for i in keep])
-            for i, d in zip(keep, d_kept):
-                d_features[i] = d
+    def backprop(d_scores: Floats3d) -> Any:
+        if bp_emitter is None:
+            return bp_features([ops.alloc2f(*f.shape) for f in features])
+        if len(keep) == len(docs):
+            d_kept_scores = d_scores
+        else:
+            width = kept_scores.shape[2]
+            d_kept_scores = ops.xp.ascontiguousarray(d_scores[ops.asarray1i(keep), :, :width])
+        d_kept = bp_emitter(d_kept_scores)
+        d_features = [ops.alloc2f(*f.shape) for f in features]
+        for i, d in zip(keep, d_kept):
+            d_features[i] = d
         return bp_features(d_features)
 
-    return TaggerOutput(scores=scores, domains=domains, losses=losses), backprop
+    output = TaggerOutput(scores=scores, lengths=lengths, domains=list(domains), losses=losses)
+    return output, backprop
 
 
-def wrap_emitter(module: torch.nn.Module) -> Model:
-    """Bridge an emitter module with PyTorchWrapper_v2 (padding in, per-doc arrays out)."""
+def wrap_emitter(module: Emitter) -> Model:
+    """Bridge an emitter with PyTorchWrapper_v2: the features are padded once on the way in
+    and unpadded once on the way back; the scores stay padded."""
     layer = PyTorchWrapper_v2(
         module, convert_inputs=_emitter_inputs, convert_outputs=_emitter_outputs
     )
@@ -206,7 +220,6 @@ def _setup_emitter(layer: Model, domain_tags: DomainTags, build_config: Dict[str
     module = layer.shims[0]._model
     module.setup(build_config["nI"], domain_tags, build_config)
     module.to(get_torch_default_device())
-    layer.attrs["n_tags"] = {d: len(t) for d, t in domain_tags.items()}
 
 
 def _emitter_inputs(model: Model, inputs, is_train: bool):
@@ -215,13 +228,6 @@ def _emitter_inputs(model: Model, inputs, is_train: bool):
     lengths = [x.shape[0] for x in X]
     Xt = xp2torch(model.ops.pad(X), requires_grad=is_train, device=device)
     lengths_t = torch.tensor(lengths, dtype=torch.long)
-    gold_t = None
-    if gold is not None:
-        gold_t = torch.full((len(X), max(lengths)), -1, dtype=torch.long)
-        for i, ids in enumerate(gold):
-            if ids is not None:
-                gold_t[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        gold_t = gold_t.to(device)
 
     def backprop(d_inputs: ArgsKwargs) -> List[Floats2d]:
         dX = d_inputs.args[0]
@@ -229,29 +235,20 @@ def _emitter_inputs(model: Model, inputs, is_train: bool):
             return [model.ops.alloc2f(*x.shape) for x in X]
         return model.ops.unpad(torch2xp(dX), lengths)
 
-    kwargs = {"gold": gold_t}
+    kwargs = {"gold": gold_tensor(gold, tuple(Xt.shape[:2]), device)}
     for name, value in extra.items():
         kwargs[name] = xp2torch(value, device=device) if is_xp_array(value) else value
     return ArgsKwargs(args=(Xt, lengths_t, domains), kwargs=kwargs), backprop
 
 
 def _emitter_outputs(model: Model, inputs_outputs, is_train: bool):
-    (X, domains, _, _), (scores_t, losses_t) = inputs_outputs
-    n_tags = model.attrs["n_tags"]
-    lengths = [x.shape[0] for x in X]
-    scores_xp = torch2xp(scores_t.detach())
-    scores = [
-        model.ops.asarray2f(scores_xp[i, :n, : n_tags[d]])
-        for i, (n, d) in enumerate(zip(lengths, domains))
-    ]
+    _, (scores_t, losses_t) = inputs_outputs
+    scores = torch2xp(scores_t.detach())
     losses = {name: float(value.detach().cpu()) for name, value in losses_t.items()}
 
-    def backprop(d_scores: List[Floats2d]) -> ArgsKwargs:
-        d_padded = model.ops.alloc3f(*scores_t.shape)
-        for i, (n, d) in enumerate(zip(lengths, domains)):
-            d_padded[i, :n, : n_tags[d]] = d_scores[i]
+    def backprop(d_scores: Floats3d) -> ArgsKwargs:
         tensors = [scores_t]
-        grads = [xp2torch(d_padded, device=scores_t.device)]
+        grads = [xp2torch(d_scores, device=scores_t.device)]
         for value in losses_t.values():
             if value.requires_grad:
                 tensors.append(value)
@@ -261,30 +258,9 @@ def _emitter_outputs(model: Model, inputs_outputs, is_train: bool):
     return (scores, losses), backprop
 
 
-def build_crf_layer() -> Model:
-    """A layer holding one constrained CRF per domain (used by the component, not forward)."""
-    layer = PyTorchWrapper_v2(DomainCRFs())
-    layer.attrs["setup_torch"] = _setup_crfs
-    return layer
-
-
-def _setup_crfs(layer: Model, domain_tags: DomainTags, build_config: Dict[str, Any]) -> None:
-    module = layer.shims[0]._model
-    module.setup(domain_tags)
-    module.to(get_torch_default_device())
-
-
-def get_crfs(model: Model) -> Optional[DomainCRFs]:
-    """The per-domain CRFs of an architecture, or None for a head without CRF."""
-    if not model.has_ref("crf"):
-        return None
-    return model.get_ref("crf").shims[0]._model
-
-
-def get_emitter(model: Model) -> torch.nn.Module:
+def get_emitter(model: Model) -> Emitter:
     """The torch emitter module of an architecture."""
     return model.get_ref("emitter").shims[0]._model
-
 
 
 def forget_resized_optimizer_state(optimizer: Any, model: Model) -> int:
@@ -304,7 +280,7 @@ def forget_resized_optimizer_state(optimizer: Any, model: Model) -> int:
                 key = (shim.id, name)
                 moments = getattr(optimizer, "mom1", {})
                 if key in moments and moments[key].size != param.numel():
-                    for table in ("mom1", "mom2", "averages", "_nr_update", "_last_seen"):
+                    for table in ("mom1", "mom2", "averages", "nr_update", "last_seen"):
                         state = getattr(optimizer, table, None)
                         if state is not None and key in state:
                             del state[key]

@@ -9,7 +9,7 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from .base import TaggerOutput, build_crossner_model
+from .base import TaggerInput, TaggerOutput, build_crossner_model
 from .pytorch_emitters import BiLSTMEmitter
 
 
@@ -20,14 +20,14 @@ def build_bilstm_crf(
     depth: int = 1,
     dropout: float = 0.5,
     use_crf: bool = True,
-) -> Model[List[Doc], TaggerOutput]:
+) -> Model[TaggerInput, TaggerOutput]:
     """Shared BiLSTM over token features, one head and CRF per domain.
 
     tok2vec (Model[List[Doc], List[Floats2d]]): token features, e.g.
         ``spacy_crossner.WordCharEmbed.v1``, a spaCy tok2vec or a transformer listener.
     hidden_size (int): LSTM width per direction.
     depth (int): stacked BiLSTM layers.
-    dropout (float): dropout on the BiLSTM input and output.
+    dropout (float): dropout on the BiLSTM output (the input dropout is the tok2vec's own).
     use_crf (bool): a CRF per domain (True) or a softmax per token (False).
     """
     if hidden_size < 1 or depth < 1:

@@ -5,20 +5,25 @@ Each token's tag is predicted from its vector, a label-background vector (attent
 token vectors queried by the encoded previous labels) and a label-context vector (attention
 over the previous labels encoded by a BiLSTM). Training uses teacher forcing on the gold tags,
 vectorised over all prefixes; prediction decodes greedily or with a beam, under BIO
-constraints, and hands the component its tags (``TaggerOutput.tag_ids``). The torch module is
+constraints, in the autoregressive head (:mod:`.head`). The torch module is
 :class:`~spacy_crossner.models.pytorch_label_aware.LabelAwareEmitter`; see
 ``../shared/specs/label_aware.md``.
 """
 from typing import List
 
-import torch
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model, xp2torch
+from thinc.api import Model
 from thinc.types import Floats2d
 
-from ..domains import resolve_domains
-from .base import TaggerOutput, crossner_forward, crossner_init, get_emitter, wrap_emitter
+from .base import (
+    TaggerInput,
+    TaggerOutput,
+    build_crossner_model,
+    crossner_forward,
+    crossner_init,
+    get_emitter,
+)
 from .pytorch_label_aware import INVENTORY_KEY, LabelAwareEmitter
 
 
@@ -33,7 +38,7 @@ def build_label_aware_tagger(
     beam_width: int = 1,
     dropout: float = 0.0,
     start: str = "bos",
-) -> Model[List[Doc], TaggerOutput]:
+) -> Model[TaggerInput, TaggerOutput]:
     """Label-aware autoregressive tagger (LANER) over token vectors.
 
     tok2vec (Model[List[Doc], List[Floats2d]]): token vectors, usually
@@ -62,21 +67,14 @@ def build_label_aware_tagger(
         beam_width=beam_width,
         dropout=dropout,
     )
-    emitter_layer = wrap_emitter(emitter)
-    return Model(
+    return build_crossner_model(
         "label_aware_tagger",
-        label_aware_forward,
+        tok2vec,
+        emitter,
+        use_crf=False,
+        forward=label_aware_forward,
         init=label_aware_init,
-        layers=[tok2vec, emitter_layer],
-        refs={"features": tok2vec, "emitter": emitter_layer},
-        attrs={
-            "domain_tags": {},
-            "target_domain": None,
-            "domain_aliases": {},
-            "build_config": {},
-            "extra_inputs": None,
-        },
-        dims={"nI": None},
+        head="autoregressive",
     )
 
 
@@ -86,36 +84,23 @@ def label_aware_init(model: Model, X=None, Y=None) -> None:
     model.attrs["build_config"][INVENTORY_KEY] = list(get_emitter(model).tag_names)
 
 
-def label_aware_forward(model: Model, docs: List[Doc], is_train: bool):
+def label_aware_forward(model: Model, inputs: TaggerInput, is_train: bool):
+    """Training: teacher forcing through the emitter (the shared forward). Prediction: the
+    token features, which the head's autoregressive decoder reads."""
     if is_train:
-        # Teacher forcing through the wrapped emitter (gold ids come with the TrainingBatch).
-        return crossner_forward(model, docs, is_train)
-    domains = resolve_domains(
-        docs,
-        model.attrs["domain_tags"].keys(),
-        model.attrs["target_domain"],
-        model.attrs.get("domain_aliases"),
-    )
+        return crossner_forward(model, inputs, is_train)
+    docs, domains = inputs.docs, inputs.domains
     features = model.get_ref("features").predict(docs)
-    scores = [model.ops.alloc2f(0, len(model.attrs["domain_tags"][d])) for d in domains]
-    tag_ids: List[List[int]] = [[] for _ in docs]
-    keep = [i for i, doc in enumerate(docs) if len(doc)]
-    if keep:
-        layer = model.get_ref("emitter")
-        emitter = get_emitter(model)
-        X = [features[i] for i in keep]
-        lengths = torch.tensor([x.shape[0] for x in X], dtype=torch.long)
-        Xt = xp2torch(model.ops.pad(X), device=layer.shims[0].device)
-        with torch.no_grad():
-            was_training = emitter.training
-            emitter.eval()
-            ids, logits = emitter.decode(Xt, lengths, [domains[i] for i in keep])
-            emitter.train(was_training)
-        for i, doc_ids, doc_logits in zip(keep, ids, logits):
-            tag_ids[i] = doc_ids
-            scores[i] = model.ops.asarray2f(doc_logits.cpu().numpy())
+    lengths = [len(doc) for doc in docs]
+    n_tags = max(len(model.attrs["domain_tags"][d]) for d in domains)
+    width = max((f.shape[1] for f in features if len(f)), default=0)
+    # Empty docs may come with features of another width (e.g. a transformer listener's).
+    features = [f if len(f) else model.ops.alloc2f(0, width) for f in features]
+    padded = model.ops.pad(features) if features else model.ops.alloc3f(0, 0, 0)
+    scores = model.ops.alloc3f(len(docs), padded.shape[1], n_tags)
 
     def backprop(d_scores):
         raise ValueError("label_aware_tagger: no backprop at prediction (is_train=False)")
 
-    return TaggerOutput(scores=scores, domains=domains, tag_ids=tag_ids), backprop
+    output = TaggerOutput(scores=scores, lengths=lengths, domains=list(domains), features=padded)
+    return output, backprop

@@ -23,7 +23,7 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from .base import TaggerOutput, build_crossner_model, get_emitter
+from .base import TaggerInput, TaggerOutput, build_crossner_model, get_emitter
 from .pytorch_moee import TASK1_TAGS, MoEEEmitter
 
 
@@ -41,7 +41,7 @@ def build_moee(
     gate_weight: float = 1.0,
     coarse_tags: str = "bio",
     concat_hidden: bool = False,
-) -> Model[List[Doc], TaggerOutput]:
+) -> Model[TaggerInput, TaggerOutput]:
     """Multi-task entity detection and a mixture of entity experts over any token features.
 
     tok2vec (Model[List[Doc], List[Floats2d]]): token features, e.g.

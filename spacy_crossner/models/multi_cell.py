@@ -12,19 +12,16 @@ backward language model with a sampled softmax. The torch modules are in
 The cell inventory (and the LM vocabulary) live in ``build_config``, so a saved pipeline rebuilds
 the same modules before its weights load.
 """
-from itertools import zip_longest
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy
 from spacy.tokens import Doc
-from spacy.training import Example
 from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from ..domains import get_domain
 from ..lm import EntityDictionary, build_lm_vocab, lm_word_ids
-from .base import TaggerOutput, build_crossner_model, crossner_init, get_emitter
+from .base import TaggerInput, TaggerOutput, build_crossner_model, crossner_init, get_emitter
 from .embed import require_context_free
 from .pytorch_multi_cell import (
     LM_VOCAB_KEY,
@@ -55,14 +52,15 @@ def build_multi_cell_lstm(
     dictionary: Optional[str] = None,
     dictionary_label_map: Dict[str, str] = {},
     identical_init: bool = True,
-) -> Model[List[Doc], TaggerOutput]:
+) -> Model[TaggerInput, TaggerOutput]:
     """Multi-cell compositional BiLSTM with a head and CRF per domain.
 
     tok2vec (Model[List[Doc], List[Floats2d]]): token features: ``spacy_crossner.WordCharEmbed.v1``
         (the paper's context-free input; required for the LMs, which must not see the word they
         predict), a spaCy tok2vec, or transformer vectors (the +BERT variant).
     hidden_size (int): d, hidden width per direction (the paper: 100); attention width 2d.
-    dropout (float): dropout on the input, hidden states and cell states (the paper: 0.5).
+    dropout (float): dropout on the hidden and cell states (the paper: 0.5); the input
+        dropout is the tok2vec's own.
     use_crf (bool): a CRF per domain (True) or a softmax per token (False).
     attention_sharing (str): "per_domain_code" (one attention set per domain, sources reuse P
         for Q: the authors' code) or "shared" (one set: the paper).
@@ -112,17 +110,21 @@ def build_multi_cell_lstm(
         domain_weights=domain_weights,
     )
     use_lm = lm_weight > 0
-    extra = make_extra_inputs(
+    model = build_crossner_model(
+        "multi_cell_lstm", tok2vec, emitter, use_crf=use_crf,
+        extra_inputs=multi_cell_extra_inputs, init=multi_cell_init,
+    )
+    model.attrs.update(
+        uses_raw_text=use_lm or dictionary is not None,
         use_lm=use_lm,
         lm_lowercase=lm_lowercase,
+        lm_vocab_size=lm_vocab_size,
+        lm_min_count=lm_min_count,
         dictionary=dictionary,
         dictionary_label_map=dict(dictionary_label_map),
     )
-    model = build_crossner_model("multi_cell_lstm", tok2vec, emitter, use_crf=use_crf, extra_inputs=extra)
-    model.init = multi_cell_init
-    model.attrs["uses_raw_text"] = use_lm or dictionary is not None
     if use_lm:
-        model.attrs["init_corpus"] = make_init_corpus(lm_vocab_size, lm_min_count, lm_lowercase)
+        model.attrs["init_corpus"] = multi_cell_init_corpus
     return model
 
 
@@ -139,96 +141,56 @@ def multi_cell_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None
     crossner_init(model, X=X, Y=Y)
 
 
-def make_init_corpus(max_size: int, min_count: int, lowercase: bool) -> Callable:
-    def init_corpus(model: Model, get_examples: Callable) -> None:
-        # The LM vocabulary sizes the LM's output table, so it is part of build_config.
-        sentences = ([t.text for t in eg.predicted] for eg in get_examples())
-        vocab = build_lm_vocab(sentences, max_size=max_size, min_count=min_count, lowercase=lowercase)
-        model.attrs["build_config"][LM_VOCAB_KEY] = vocab
+def multi_cell_init_corpus(model: Model, get_examples: Callable) -> None:
+    """Build the LM vocabulary from all training text (it sizes the LM's output table, so it
+    is part of build_config)."""
+    sentences = ([t.text for t in eg.predicted] for eg in get_examples())
+    model.attrs["build_config"][LM_VOCAB_KEY] = build_lm_vocab(
+        sentences,
+        max_size=model.attrs["lm_vocab_size"],
+        min_count=model.attrs["lm_min_count"],
+        lowercase=model.attrs["lm_lowercase"],
+    )
 
-    return init_corpus
 
-
-def make_extra_inputs(
-    *, use_lm: bool, lm_lowercase: bool, dictionary: Optional[str], dictionary_label_map: Dict[str, str]
-) -> Callable:
-    """The emitter's extra training inputs: LM word ids and dictionary type ids (inventory ids)."""
-    cache: Dict[str, Any] = {}
-
-    def extra_inputs(model: Model, docs: List[Doc], domains: List[str], is_train: bool) -> Dict[str, Any]:
-        if not is_train:
-            return {}
-        out: Dict[str, Any] = {}
-        if use_lm:
-            vocab = model.attrs["build_config"].get(LM_VOCAB_KEY)
-            if vocab is None:
+def multi_cell_extra_inputs(
+    model: Model, docs: List[Doc], domains: List[str], is_train: bool
+) -> Dict[str, Any]:
+    """The emitter's extra training inputs: LM word ids and dictionary type ids (inventory
+    ids). The word index and the dictionary are cached on the emitter."""
+    if not is_train:
+        return {}
+    emitter = get_emitter(model)
+    cache = emitter.input_cache
+    out: Dict[str, Any] = {}
+    if model.attrs["use_lm"]:
+        vocab = model.attrs["build_config"].get(LM_VOCAB_KEY)
+        if vocab is None:
+            raise ValueError(
+                "spacy_crossner.MultiCellLSTM.v1: lm_weight > 0 but the model has no LM "
+                "vocabulary; initialize the pipeline (spacy train does) before training."
+            )
+        if cache.get("vocab") is not vocab:
+            cache["vocab"] = vocab
+            cache["index"] = {w: i for i, w in enumerate(vocab)}
+        out["lm_ids"] = lm_word_ids(docs, cache["index"], model.attrs["lm_lowercase"])
+    dictionary = model.attrs["dictionary"]
+    if dictionary is not None:
+        types = emitter.types
+        if "dictionary" not in cache:
+            entries = EntityDictionary.from_dir(dictionary, model.attrs["dictionary_label_map"])
+            if not set(entries.types) & set(types):
                 raise ValueError(
-                    "spacy_crossner.MultiCellLSTM.v1: lm_weight > 0 but the model has no LM "
-                    "vocabulary; initialize the pipeline (spacy train does) before training."
+                    f"spacy_crossner.MultiCellLSTM.v1: no type of the dictionary {dictionary} "
+                    f"({entries.types}) is an entity label of the model ({types[1:]}): map "
+                    "file stems to labels with dictionary_label_map, e.g. "
+                    '{"organization": "organisation"}.'
                 )
-            if cache.get("vocab") is not vocab:
-                cache["vocab"] = vocab
-                cache["index"] = {w: i for i, w in enumerate(vocab)}
-            out["lm_ids"] = lm_word_ids(docs, cache["index"], lm_lowercase)
-        if dictionary is not None:
-            types = get_emitter(model).types
-            if "dictionary" not in cache:
-                entries = EntityDictionary.from_dir(dictionary, dictionary_label_map)
-                if not set(entries.types) & set(types):
-                    raise ValueError(
-                        f"spacy_crossner.MultiCellLSTM.v1: no type of the dictionary {dictionary} "
-                        f"({entries.types}) is an entity label of the model ({types[1:]}): map "
-                        "file stems to labels with dictionary_label_map, e.g. "
-                        '{"organization": "organisation"}.'
-                    )
-                cache["dictionary"] = entries
-            type_index = {t: i for i, t in enumerate(types)}
-            width = max(len(doc) for doc in docs)
-            ids = numpy.full((len(docs), width), -1, dtype="int64")
-            for i, doc in enumerate(docs):
-                ids[i, : len(doc)] = cache["dictionary"].token_types([t.text for t in doc], type_index)
-            out["dict_types"] = ids
-        return out
-
-    return extra_inputs
-
-
-SCHEDULES = ("alternate", "sum")
-
-
-@registry.batchers("spacy_crossner.domain_schedule.v1")
-def make_domain_schedule_batcher(
-    schedule: str = "alternate", size: int = 10
-) -> Callable[[Iterable[Example]], Iterator[List[Example]]]:
-    """Batches that follow the multi-cell LSTM's update schedules (``[training.batcher]``).
-
-    Examples are split into streams, one per domain (raw-text docs, without entity annotation,
-    form their own stream per domain), each kept in the order given (spaCy shuffles each pass).
-    schedule (str): "alternate" (the authors' SDA code: single-domain batches of ``size`` docs,
-        the streams taking turns) or "sum" (the paper's Algorithm 1 and the UDA code: every
-        batch holds ``size`` docs of each stream, so one update sums the domains' losses).
-        A stream that runs out drops out until the next pass.
-    size (int): docs per stream in a batch (the code: 10).
-    """
-    if schedule not in SCHEDULES:
-        raise ValueError(
-            f"spacy_crossner.domain_schedule.v1: schedule must be one of {SCHEDULES}, got {schedule!r}"
-        )
-    if size < 1:
-        raise ValueError(f"spacy_crossner.domain_schedule.v1: size must be >= 1, got {size}")
-
-    def batcher(examples: Iterable[Example]) -> Iterator[List[Example]]:
-        streams: Dict[Any, List[Example]] = {}
-        for eg in examples:
-            raw = not eg.reference.has_annotation("ENT_IOB")
-            key = (get_domain(eg.reference) or get_domain(eg.predicted), raw)
-            streams.setdefault(key, []).append(eg)
-        chunks = [[s[i : i + size] for i in range(0, len(s), size)] for s in streams.values()]
-        for step in zip_longest(*chunks):
-            present = [chunk for chunk in step if chunk]
-            if schedule == "alternate":
-                yield from present
-            else:
-                yield [eg for chunk in present for eg in chunk]
-
-    return batcher
+            cache["dictionary"] = entries
+        type_index = {t: i for i, t in enumerate(types)}
+        width = max(len(doc) for doc in docs)
+        ids = numpy.full((len(docs), width), -1, dtype="int64")
+        for i, doc in enumerate(docs):
+            ids[i, : len(doc)] = cache["dictionary"].token_types([t.text for t in doc], type_index)
+        out["dict_types"] = ids
+    return out

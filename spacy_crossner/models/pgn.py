@@ -22,9 +22,9 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from ..domains import get_domain
+from ..domains import example_domain
 from ..lm import build_lm_vocab, lm_word_ids
-from .base import TaggerOutput, build_crossner_model, get_emitter
+from .base import TaggerInput, TaggerOutput, build_crossner_model, get_emitter
 from .embed import require_context_free
 from .pytorch_pgn import PGNEmitter
 
@@ -51,7 +51,7 @@ def build_pgn_bilstm(
     lm_sampled: bool = True,
     logq_correction: bool = True,
     use_crf: bool = True,
-) -> Model[List[Doc], TaggerOutput]:
+) -> Model[TaggerInput, TaggerOutput]:
     """BiLSTMs generated per (domain, task) from a meta tensor, NER with a CRF per labelled
     domain, forward/backward LMs with a sampled softmax.
 
@@ -111,8 +111,9 @@ def build_pgn_bilstm(
     model = build_crossner_model(
         "pgn_bilstm", tok2vec, emitter, use_crf=use_crf, extra_inputs=pgn_extra_inputs
     )
-    model.attrs["uses_raw_text"] = True
-    model.attrs["init_corpus"] = make_init_corpus(
+    model.attrs.update(
+        uses_raw_text=True,
+        init_corpus=pgn_init_corpus,
         setting=setting,
         lm_on_labelled=lm_on_labelled,
         lm_vocab_size=lm_vocab_size,
@@ -123,43 +124,37 @@ def build_pgn_bilstm(
     return model
 
 
-def make_init_corpus(
-    *, setting: str, lm_on_labelled: bool, lm_vocab_size: int, lm_min_count: int,
-    lm_lowercase: bool, uses_lm: bool,
-) -> Callable[[Model, Callable[[], Iterable[Example]]], None]:
+def pgn_init_corpus(model: Model, get_examples: Callable[[], Iterable[Example]]) -> None:
     """Record the domains (labelled, aliased, raw) and build the LM vocabulary at initialize."""
-
-    def init_corpus(model: Model, get_examples: Callable[[], Iterable[Example]]) -> None:
-        target = model.attrs["target_domain"]
-        aliases = dict(model.attrs.get("domain_aliases") or {})
-        domains = list(model.attrs["domain_tags"]) + [a for a in aliases if a not in model.attrs["domain_tags"]]
-        raw_domains = set()
-        lm_text: List[List[str]] = []
-        for eg in get_examples():
-            domain = get_domain(eg.reference) or get_domain(eg.predicted) or target
-            is_raw = not eg.reference.has_annotation("ENT_IOB")
-            if domain is not None and domain not in domains:
-                domains.append(domain)
-            if is_raw:
-                raw_domains.add(domain)
-            if is_raw or lm_on_labelled:
-                lm_text.append([t.text for t in eg.reference])
-        _check_setting(setting, target, aliases, raw_domains)
-        build_config = model.attrs["build_config"]
-        build_config["pgn_domains"] = domains
-        if uses_lm:
-            vocab = build_lm_vocab(lm_text, max_size=lm_vocab_size, min_count=lm_min_count,
-                                   lowercase=lm_lowercase)
-            if len(vocab) < 2:
-                raise ValueError(
-                    "spacy_crossner.PGNBiLSTM.v1: no text for the language models (no raw-text "
-                    "corpus with raw = true, and lm_on_labelled = false, or lm_min_count too "
-                    "high). Add raw text in [corpora.train.domains] or set both LM weights to 0."
-                )
-            build_config["lm_vocab"] = vocab
-            build_config["lm_lowercase"] = lm_lowercase
-
-    return init_corpus
+    attrs = model.attrs
+    target = attrs["target_domain"]
+    aliases = dict(attrs.get("domain_aliases") or {})
+    domains = list(attrs["domain_tags"]) + [a for a in aliases if a not in attrs["domain_tags"]]
+    raw_domains = set()
+    lm_text: List[List[str]] = []
+    for eg in get_examples():
+        domain = example_domain(eg, target)
+        is_raw = not eg.reference.has_annotation("ENT_IOB")
+        if domain is not None and domain not in domains:
+            domains.append(domain)
+        if is_raw:
+            raw_domains.add(domain)
+        if is_raw or attrs["lm_on_labelled"]:
+            lm_text.append([t.text for t in eg.reference])
+    _check_setting(attrs["setting"], target, aliases, raw_domains)
+    build_config = attrs["build_config"]
+    build_config["pgn_domains"] = domains
+    if attrs["uses_lm"]:
+        vocab = build_lm_vocab(lm_text, max_size=attrs["lm_vocab_size"],
+                               min_count=attrs["lm_min_count"], lowercase=attrs["lm_lowercase"])
+        if len(vocab) < 2:
+            raise ValueError(
+                "spacy_crossner.PGNBiLSTM.v1: no text for the language models (no raw-text "
+                "corpus with raw = true, and lm_on_labelled = false, or lm_min_count too "
+                "high). Add raw text in [corpora.train.domains] or set both LM weights to 0."
+            )
+        build_config["lm_vocab"] = vocab
+        build_config["lm_lowercase"] = attrs["lm_lowercase"]
 
 
 def _check_setting(setting: str, target, aliases: Dict[str, str], raw_domains: set) -> None:
@@ -175,8 +170,8 @@ def _check_setting(setting: str, target, aliases: Dict[str, str], raw_domains: s
         if target not in aliases:
             raise ValueError(
                 f"{where} = \"unsupervised\": the target domain '{target}' must have no labels of "
-                f"its own; map it to the source in [components.crossner] domain_aliases, e.g. "
-                f"{{\"{target}\": \"conll2003\"}}."
+                "its own; map it to the source in [components.crossner] domain_aliases (the "
+                "configs build it from --vars.target_domain and --vars.source_domain)."
             )
         if target not in raw_domains:
             raise ValueError(

@@ -1,17 +1,13 @@
-"""Torch emitters of the baseline architectures.
-
-An emitter maps padded token features (B, T, nI) of docs from possibly different domains to
-(B, T, K_max) scores over each doc's own domain's tags, plus a dict of weighted auxiliary losses.
-"""
+"""Torch emitters of the baseline architectures (the protocol: :mod:`.pytorch_emitter`)."""
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .pytorch_emitter import Emitter, Losses
 from .pytorch_heads import DomainHeads
 
-Losses = Dict[str, torch.Tensor]
 
 
 def shared_bilstm(
@@ -38,7 +34,7 @@ def shared_bilstm(
     return existing
 
 
-class LinearEmitter(nn.Module):
+class LinearEmitter(Emitter):
     """Dropout and a linear map per domain (the BERT-tagger head)."""
 
     def __init__(self, dropout: float) -> None:
@@ -60,8 +56,11 @@ class LinearEmitter(nn.Module):
         return self.heads(self.dropout(X), domains), {}
 
 
-class BiLSTMEmitter(nn.Module):
-    """A BiLSTM shared by all domains, then a linear map per domain (the multi-task baseline)."""
+class BiLSTMEmitter(Emitter):
+    """A BiLSTM shared by all domains, then a linear map per domain (the multi-task baseline).
+
+    ``dropout`` applies to the BiLSTM's output (and between stacked layers); the input dropout
+    is the token features' own."""
 
     def __init__(self, hidden_size: int, depth: int, dropout: float) -> None:
         super().__init__()
@@ -85,8 +84,9 @@ class BiLSTMEmitter(nn.Module):
         domains: List[str],
         gold: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, Losses]:
-        # X: (B, T, nI); lengths: (B,) on CPU, all > 0
-        packed = pack_padded_sequence(self.dropout(X), lengths, batch_first=True, enforce_sorted=False)
+        # X: (B, T, nI); lengths: (B,) on CPU, all > 0. Input dropout is the features'
+        # own (the tok2vec's dropout setting): dropping here too would compound the rates.
+        packed = pack_padded_sequence(X, lengths, batch_first=True, enforce_sorted=False)
         hidden, _ = self.lstm(packed)
         # hidden: (B, T, 2 * hidden_size)
         hidden, _ = pad_packed_sequence(hidden, batch_first=True, total_length=X.shape[1])

@@ -1,16 +1,22 @@
-"""Torch modules shared by the architectures: per-domain output heads and per-domain CRFs.
+"""Torch modules shared by the architectures: per-domain linear maps, and the output heads
+that turn a batch's padded emissions into the NER loss and into decoded tags.
 
-Both grow in place when a domain or a label is added (pre-train then fine-tune), keeping the
-weights of what was there before. Module keys are derived from domain names, which may hold
-characters that torch forbids in module names.
+Linear maps and CRFs grow in place when a domain or a label is added (pre-train then
+fine-tune), keeping the weights of what was there before. Module keys are derived from domain
+names, which may hold characters that torch forbids in module names.
+
+Shapes: B docs, T longest doc, K tags of the widest domain in the batch (columns past a
+domain's own tags are padding).
 """
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 from torchcrf import CRF
 
-from ..decoding import FORBIDDEN, allowed_moves
+from ..decoding import FORBIDDEN, allowed_moves, tag_kinds
+
+NEG_INF = float("-inf")
 
 
 def module_key(domain: str) -> str:
@@ -55,6 +61,19 @@ class DomainHeads(nn.Module):
     def n_tags(self, domain: str) -> int:
         return self.heads[module_key(domain)].out_features
 
+    def copy_rows(self, source: str, target: str, shared: Sequence[Tuple[int, int]]) -> None:
+        """Give ``target``'s head the rows (weights, bias) of ``source``'s for shared tags.
+
+        shared (Sequence[Tuple[int, int]]): (source tag id, target tag id) pairs.
+        """
+        src, dst = self.heads[module_key(source)], self.heads[module_key(target)]
+        if src.in_features != dst.in_features:
+            raise ValueError(f"The heads of '{source}' and '{target}' differ in input width")
+        with torch.no_grad():
+            for i, j in shared:
+                dst.weight[j] = src.weight[i]
+                dst.bias[j] = src.bias[i]
+
     def forward(self, hidden: torch.Tensor, domains: List[str]) -> torch.Tensor:
         """Scores of each doc's own domain's tags.
 
@@ -89,6 +108,9 @@ class ConstrainedCRF(CRF):
         self.register_buffer("allowed_start", torch.from_numpy(start), persistent=False)
         self.register_buffer("allowed_transitions", torch.from_numpy(trans), persistent=False)
         self.register_buffer("allowed_end", torch.from_numpy(end), persistent=False)
+        is_begin, is_inside = tag_kinds(tags)
+        self.register_buffer("is_begin", torch.from_numpy(is_begin), persistent=False)
+        self.register_buffer("is_inside", torch.from_numpy(is_inside), persistent=False)
         self.to(self.transitions.device)
 
     def grow(self, tags: Sequence[str]) -> None:
@@ -121,14 +143,157 @@ class ConstrainedCRF(CRF):
         return super().forward(emissions, tags, mask=mask, reduction=reduction)
 
 
-class DomainCRFs(nn.Module):
-    """One constrained CRF per domain."""
+class Lattice:
+    """The constrained tag lattice of a padded batch: per-doc scores of every move.
+
+    emissions (B, T, K): emission scores, -inf where a tag is not allowed (padding tags,
+        whitespace constraints). start, end (B, K) and trans (B, K, K) [previous, next]: move
+        scores, -inf where forbidden. closed (B, T, K, K): moves into position t forbidden by
+        the whitespace constraints. lengths (B,) long, on the emissions' device. is_inside
+        (B, K): which tags continue an entity.
+    """
+
+    def __init__(self, emissions, lengths, start, trans, end, closed, is_inside) -> None:
+        self.is_inside = is_inside
+        self.emissions = emissions
+        self.lengths = lengths
+        self.start = start
+        self.trans = trans
+        self.end = end
+        self.closed = closed
+
+    def move(self, t: int) -> torch.Tensor:
+        """(B, K, K) scores of moving into position t."""
+        return self.trans.masked_fill(self.closed[:, t], NEG_INF)
+
+    def viterbi(self) -> torch.Tensor:
+        """(B, T) best tag ids (positions past a doc's length are 0), one padded pass."""
+        E, lengths = self.emissions, self.lengths
+        B, T, K = E.shape
+        score = self.start + E[:, 0]
+        history = torch.zeros((B, T, K), dtype=torch.long, device=E.device)
+        for t in range(1, T):
+            best, arg = (score[:, :, None] + self.move(t)).max(dim=1)
+            history[:, t] = arg
+            score = torch.where((t < lengths)[:, None], best + E[:, t], score)
+        last = (score + self.end).argmax(dim=-1)  # (B,)
+        tags = torch.zeros((B, T), dtype=torch.long, device=E.device)
+        current = last
+        for t in range(T - 1, -1, -1):
+            ends_here = lengths - 1 == t
+            inside = t < lengths - 1
+            current = torch.where(ends_here, last, current)
+            tags[:, t] = torch.where(t < lengths, current, torch.zeros_like(current))
+            if t > 0:
+                prev = history[:, t].gather(1, current[:, None])[:, 0]
+                current = torch.where(inside | ends_here, prev, current)
+        return tags
+
+    def forward_backward(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-space forward and backward scores, (B, T, K) each, and log Z (B,).
+
+        alpha[b, t, k]: all paths over 0..t ending in k (emission at t included); beta[b, t, k]:
+        all continuations after t from k, end score included.
+        """
+        E, lengths = self.emissions, self.lengths
+        B, T, K = E.shape
+        alpha = E.new_full((B, T, K), NEG_INF)
+        alpha[:, 0] = self.start + E[:, 0]
+        for t in range(1, T):
+            alpha[:, t] = torch.logsumexp(alpha[:, t - 1, :, None] + self.move(t), dim=1) + E[:, t]
+        beta = self.end[:, None, :].expand(B, T, K).clone()
+        for t in range(T - 2, -1, -1):
+            ahead = torch.logsumexp(self.move(t + 1) + (E[:, t + 1] + beta[:, t + 1])[:, None, :], dim=2)
+            beta[:, t] = torch.where((t + 1 < lengths)[:, None], ahead, self.end)
+        last = alpha.gather(1, (lengths - 1).clamp(min=0)[:, None, None].expand(B, 1, K))[:, 0]
+        return alpha, beta, torch.logsumexp(last + self.end, dim=-1)
+
+
+def whitespace_closed(whitespace: torch.Tensor, is_inside: torch.Tensor) -> torch.Tensor:
+    """(B, T, K, K) moves into t forbidden because token t-1 is whitespace inside an entity
+    that would end there. whitespace: (B, T) bool; is_inside: (B, K) bool."""
+    B, T = whitespace.shape
+    K = is_inside.shape[1]
+    closed = torch.zeros((B, T, K, K), dtype=torch.bool, device=whitespace.device)
+    ends = is_inside[:, :, None] & ~is_inside[:, None, :]  # (B, K, K)
+    closed[:, 1:] = whitespace[:, :-1, None, None] & ends[:, None]
+    return closed
+
+
+def allowed_tags(
+    whitespace: torch.Tensor, lengths: torch.Tensor, is_begin: torch.Tensor, is_inside: torch.Tensor,
+    valid: torch.Tensor,
+) -> torch.Tensor:
+    """(B, T, K) tags each position may take: real tags of the doc's domain, no entity
+    starting on whitespace, no whitespace last token inside an entity."""
+    B, T = whitespace.shape
+    positions = torch.arange(T, device=whitespace.device)
+    last = positions[None, :] == (lengths - 1)[:, None]  # (B, T)
+    ok = valid[:, None, :] & ~(whitespace[:, :, None] & is_begin[:, None, :])
+    return ok & ~((whitespace & last)[:, :, None] & is_inside[:, None, :])
+
+
+class DomainHead(nn.Module):
+    """Base of the output heads: per-domain tag kinds and allowed moves, padded per batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.domain_tags: Dict[str, List[str]] = {}
+
+    def setup(self, domain_tags: Dict[str, Sequence[str]]) -> None:
+        self.domain_tags = {d: list(t) for d, t in domain_tags.items()}
+
+    def n_tags(self, domains: List[str]) -> torch.Tensor:
+        return torch.tensor([len(self.domain_tags[d]) for d in domains], dtype=torch.long)
+
+    def moves(self, domains: List[str], K: int, device) -> Tuple[torch.Tensor, ...]:
+        """Per doc, padded to K: is_begin, is_inside, valid (B, K); allowed start, end (B, K)
+        and transitions (B, K, K)."""
+        B = len(domains)
+        out = {
+            name: torch.zeros(shape, dtype=torch.bool)
+            for name, shape in (
+                ("begin", (B, K)), ("inside", (B, K)), ("valid", (B, K)), ("start", (B, K)),
+                ("end", (B, K)), ("trans", (B, K, K)),
+            )
+        }
+        for b, domain in enumerate(domains):
+            tags = self.domain_tags[domain]
+            n = len(tags)
+            start, trans, end = allowed_moves(tags)
+            begin, inside = tag_kinds(tags)
+            out["begin"][b, :n] = torch.from_numpy(begin)
+            out["inside"][b, :n] = torch.from_numpy(inside)
+            out["valid"][b, :n] = True
+            out["start"][b, :n] = torch.from_numpy(start)
+            out["end"][b, :n] = torch.from_numpy(end)
+            out["trans"][b, :n, :n] = torch.from_numpy(trans)
+        return tuple(out[k].to(device) for k in ("begin", "inside", "valid", "start", "end", "trans"))
+
+    def lattice(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str],
+        whitespace: torch.Tensor,
+    ) -> Lattice:
+        raise NotImplementedError
+
+    def decode(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str],
+        whitespace: torch.Tensor,
+    ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Best constrained tags (B, T) and what :meth:`span_log_probs` needs."""
+        raise NotImplementedError
+
+
+class CRFHead(DomainHead):
+    """One constrained CRF per domain: negative log-likelihood loss, Viterbi decoding and
+    span marginals (forward-backward), all batched over the docs of a batch."""
 
     def __init__(self) -> None:
         super().__init__()
         self.crfs = nn.ModuleDict()
 
     def setup(self, domain_tags: Dict[str, Sequence[str]]) -> None:
+        super().setup(domain_tags)
         for domain, tags in domain_tags.items():
             key = module_key(domain)
             if key not in self.crfs or self.crfs[key].num_tags > len(tags):
@@ -140,5 +305,107 @@ class DomainCRFs(nn.Module):
     def get(self, domain: str) -> ConstrainedCRF:
         return self.crfs[module_key(domain)]
 
-    def forward(self, *args, **kwargs):  # pragma: no cover - used through `get`
-        raise NotImplementedError("Use DomainCRFs.get(domain) to reach a domain's CRF.")
+    def copy_rows(self, source: str, target: str, shared: Sequence[Tuple[int, int]]) -> None:
+        """Give ``target``'s CRF the start, end and transition scores of ``source``'s among the
+        shared tags ((source id, target id) pairs)."""
+        src, dst = self.get(source), self.get(target)
+        with torch.no_grad():
+            for i, j in shared:
+                dst.start_transitions[j] = src.start_transitions[i]
+                dst.end_transitions[j] = src.end_transitions[i]
+                for k, l in shared:
+                    dst.transitions[j, l] = src.transitions[i, k]
+
+    def forward(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
+    ) -> torch.Tensor:
+        """Summed negative log-likelihood of the gold tags, divided by the labelled docs.
+
+        emissions (B, T, K); lengths (B,); gold (B, T) tag ids, a row of -1 for a doc without
+        annotation (no loss).
+        """
+        labelled = (gold >= 0).any(dim=1)
+        n_docs = max(int(labelled.sum()), 1)
+        positions = torch.arange(emissions.shape[1], device=emissions.device)
+        mask = positions[None, :] < lengths.to(emissions.device)[:, None]
+        loss = emissions.new_zeros(())
+        for domain in sorted(set(domains)):
+            rows = [b for b, d in enumerate(domains) if d == domain and bool(labelled[b])]
+            if not rows:
+                continue
+            idx = torch.tensor(rows, device=emissions.device)
+            crf = self.get(domain)
+            loss = loss - crf(
+                emissions[idx, :, : crf.num_tags], gold[idx].clamp(min=0), mask=mask[idx], reduction="sum"
+            )
+        return loss / n_docs
+
+    def lattice(self, emissions, lengths, domains, whitespace) -> Lattice:
+        B, T, K = emissions.shape
+        device = emissions.device
+        begin, inside, valid, ok_start, ok_end, ok_trans = self.moves(domains, K, device)
+        start = emissions.new_full((B, K), NEG_INF)
+        end = emissions.new_full((B, K), NEG_INF)
+        trans = emissions.new_full((B, K, K), NEG_INF)
+        for b, domain in enumerate(domains):
+            crf = self.get(domain)
+            n = crf.num_tags
+            start[b, :n] = crf.start_transitions.to(start.dtype)
+            end[b, :n] = crf.end_transitions.to(end.dtype)
+            trans[b, :n, :n] = crf.transitions.to(trans.dtype)
+        lengths = lengths.to(device)
+        ok = allowed_tags(whitespace, lengths, begin, inside, valid)
+        return Lattice(
+            emissions.masked_fill(~ok, NEG_INF),
+            lengths,
+            start.masked_fill(~ok_start, NEG_INF),
+            trans.masked_fill(~ok_trans, NEG_INF),
+            end.masked_fill(~ok_end, NEG_INF),
+            whitespace_closed(whitespace, inside),
+            inside,
+        )
+
+    def decode(self, emissions, lengths, domains, whitespace):
+        # Double precision: marginals of confident entities are sums of near-1 terms.
+        lattice = self.lattice(emissions.double(), lengths, domains, whitespace)
+        tags = lattice.viterbi()
+        alpha, beta, log_z = lattice.forward_backward()
+        return tags, {"lattice": lattice, "alpha": alpha, "beta": beta, "log_z": log_z}
+
+
+class SoftmaxHead(DomainHead):
+    """A softmax per token: cross-entropy loss; decoding is the best BIO-valid sequence under
+    the log-probabilities (no learnt transitions); an entity's probability is the product of
+    its tokens' probabilities."""
+
+    def forward(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
+    ) -> torch.Tensor:
+        B, T, K = emissions.shape
+        labelled = (gold >= 0).any(dim=1)
+        n_docs = max(int(labelled.sum()), 1)
+        _, _, valid, _, _, _ = self.moves(domains, K, emissions.device)
+        logp = torch.log_softmax(emissions.masked_fill(~valid[:, None, :], NEG_INF), dim=-1)
+        positions = torch.arange(T, device=emissions.device)
+        mask = (positions[None, :] < lengths.to(emissions.device)[:, None]) & labelled[:, None]
+        nll = -logp.gather(2, gold.clamp(min=0)[:, :, None])[:, :, 0]
+        return nll.masked_fill(~mask, 0.0).sum() / n_docs
+
+    def decode(self, emissions, lengths, domains, whitespace):
+        B, T, K = emissions.shape
+        device = emissions.device
+        begin, inside, valid, ok_start, ok_end, ok_trans = self.moves(domains, K, device)
+        logp = torch.log_softmax(emissions.masked_fill(~valid[:, None, :], NEG_INF), dim=-1)
+        lengths = lengths.to(device)
+        ok = allowed_tags(whitespace, lengths, begin, inside, valid)
+        zeros = emissions.new_zeros((B, K))
+        lattice = Lattice(
+            logp.masked_fill(~ok, NEG_INF),
+            lengths,
+            zeros.masked_fill(~ok_start, NEG_INF),
+            emissions.new_zeros((B, K, K)).masked_fill(~ok_trans, NEG_INF),
+            zeros.masked_fill(~ok_end, NEG_INF),
+            whitespace_closed(whitespace, inside),
+            inside,
+        )
+        return lattice.viterbi(), {"logp": logp}

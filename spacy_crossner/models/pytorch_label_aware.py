@@ -28,9 +28,10 @@ import numpy
 import torch
 from torch import nn
 
-from ..decoding import OUTSIDE, allowed_moves, autoregressive_beam_search
+from .pytorch_emitter import Emitter, Losses
 
-Losses = Dict[str, torch.Tensor]
+from ..decoding import OUTSIDE, allowed_moves, autoregressive_beam_search, whitespace_masks
+
 INVENTORY_KEY = "label_aware_tags"
 NEG_INF = float("-inf")
 
@@ -60,7 +61,7 @@ def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor, n_bucke
     return out
 
 
-class LabelAwareEmitter(nn.Module):
+class LabelAwareEmitter(Emitter):
     """Label embeddings, a BiLSTM label encoder, label-background (LB) and label-context (LC)
     attention and a softmax output layer, with teacher forcing in training and greedy or beam
     decoding at prediction.
@@ -104,6 +105,7 @@ class LabelAwareEmitter(nn.Module):
         self.tag_out = nn.ParameterDict()
         self.domain_globals: Dict[str, List[int]] = {}
         self.domain_moves: Dict[str, Tuple[numpy.ndarray, numpy.ndarray]] = {}
+        self.domain_tags: Dict[str, List[str]] = {}
 
     # -- sizes and the label inventory ---------------------------------------------------------
 
@@ -143,6 +145,7 @@ class LabelAwareEmitter(nn.Module):
         build_config[INVENTORY_KEY] = list(names)
         index = {name: i for i, name in enumerate(names)}
         for domain, tags in domain_tags.items():
+            self.domain_tags[domain] = list(tags)
             self.domain_globals[domain] = [index[t] for t in tags]
             start, trans, _ = allowed_moves(tags)
             self.domain_moves[domain] = (start, trans)
@@ -328,11 +331,13 @@ class LabelAwareEmitter(nn.Module):
         lengths: torch.Tensor,
         domains: List[str],
         beam_width: Optional[int] = None,
+        whitespace: Optional[torch.Tensor] = None,
     ) -> Tuple[List[List[int]], List[torch.Tensor]]:
         """Autoregressive decoding, BIO-valid by construction.
 
         X: (B, n, d1) token vectors; lengths: (B,) CPU, all >= 1; domains: B domain names;
-        beam_width: defaults to ``self.beam_width`` (1 = greedy).
+        beam_width: defaults to ``self.beam_width`` (1 = greedy); whitespace: (B, n) bool,
+        whitespace tokens (no entity starts or ends on one; None = no such tokens).
         RETURNS: per doc, the tag ids in its domain and the (n_b, K_b) logits of the chosen
         path (what teacher forcing on the decoded tags gives).
         """
@@ -350,10 +355,20 @@ class LabelAwareEmitter(nn.Module):
         Wo, bo = self.output_layer()
         allowed_start = numpy.zeros((B, K), dtype=bool)
         allowed_trans = numpy.zeros((B, K, K), dtype=bool)
+        allowed_tags = closed = None
+        if whitespace is not None and bool(whitespace.any()):
+            ws = whitespace.cpu().numpy()
+            allowed_tags = numpy.ones((B, n, K), dtype=bool)
+            closed = numpy.zeros((B, n, K, K), dtype=bool)
         for b, d in enumerate(domains):
             start, trans = self.domain_moves[d]
             allowed_start[b, : len(start)] = start
             allowed_trans[b, : len(start), : len(start)] = trans
+            if allowed_tags is not None:
+                k, length = len(start), int(lengths[b])
+                ok, shut = whitespace_masks(self.domain_tags[d], ws[b, :length])
+                allowed_tags[b, :length, :k] = ok
+                closed[b, :length, :k, :k] = shut
         state = {
             "h": H.new_zeros((1, B * W, h)),
             "c": H.new_zeros((1, B * W, h)),
@@ -407,7 +422,8 @@ class LabelAwareEmitter(nn.Module):
             return logp.view(B, W, K).detach().cpu().numpy()
 
         tags, rows = autoregressive_beam_search(
-            step, [int(x) for x in lengths], allowed_start, allowed_trans, beam_width=W
+            step, [int(x) for x in lengths], allowed_start, allowed_trans, beam_width=W,
+            allowed_tags=allowed_tags, closed=closed,
         )
         scores = []
         for b, ids in enumerate(tags):

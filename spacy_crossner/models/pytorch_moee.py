@@ -18,11 +18,11 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .pytorch_emitter import Emitter, Losses
 from ..decoding import OUTSIDE
 from .pytorch_emitters import shared_bilstm
 from .pytorch_heads import ConstrainedCRF, DomainHeads, module_key
 
-Losses = Dict[str, torch.Tensor]
 
 # Task-1 tag sets: B/I kept and types merged (the paper's, default), or entity vs O only.
 TASK1_TAGS = {"bio": ["O", "B-ENT", "I-ENT"], "binary": ["O", "ENT"]}
@@ -167,7 +167,7 @@ class EntityExperts(nn.Module):
         return torch.matmul(alpha.unsqueeze(-2), per_expert).squeeze(-2) + head.bias
 
 
-class MoEEEmitter(nn.Module):
+class MoEEEmitter(Emitter):
     """Encoder, Task 1 (entity vs non-entity, own CRF), MoEE, and Task-2 heads per domain.
 
     The returned scores are Task 2's emissions (the component's per-domain CRF or softmax turns
@@ -248,10 +248,13 @@ class MoEEEmitter(nn.Module):
         return list(self.experts.types) if self.experts is not None else []
 
     def encode(self, X: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Hidden states H (B, T, d_h) of padded features X (B, T, nI); lengths (B,) on CPU."""
-        X = self.dropout(X)
+        """Hidden states H (B, T, d_h) of padded features X (B, T, nI); lengths (B,) on CPU.
+
+        With a BiLSTM, the input dropout is the features' own (dropout applies between its
+        layers); without one (depth 0, e.g. on transformer vectors) H is the dropped-out input.
+        """
         if self.lstm is None:
-            return X
+            return self.dropout(X)
         packed = pack_padded_sequence(X, lengths, batch_first=True, enforce_sorted=False)
         hidden, _ = self.lstm(packed)
         hidden, _ = pad_packed_sequence(hidden, batch_first=True, total_length=X.shape[1])

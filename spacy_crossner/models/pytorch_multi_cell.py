@@ -21,10 +21,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from .pytorch_emitter import Emitter, Losses
 from .pytorch_heads import DomainHeads, module_key
 from .pytorch_lm import SampledSoftmaxLM
 
-Losses = Dict[str, torch.Tensor]
 
 TYPES_KEY = "multi_cell_types"
 TARGET_KEY = "multi_cell_target"
@@ -272,12 +272,13 @@ def _reverse_index(lengths: torch.Tensor, T: int) -> torch.Tensor:
     return torch.where(pos < lengths, lengths - 1 - pos, pos)
 
 
-class MultiCellEmitter(nn.Module):
+class MultiCellEmitter(Emitter):
     """Multi-cell LSTM emitter: encoder, entity-type and attention auxiliary losses, optional
     forward/backward language models on raw text, and a linear map per domain.
 
     width (int): d, hidden width per direction.
-    dropout (float): dropout on the input, the hidden states and the cell states.
+    dropout (float): dropout on the hidden states and the cell states (input dropout is the
+        token features' own).
     attention_sharing (str): "per_domain_code" (one attention set per domain; the sources use
         P for Q, as in the code) or "shared" (one set, the paper).
     att_loss_on (str): "probs_code" (log-softmax of the averaged attention probabilities, the
@@ -337,6 +338,9 @@ class MultiCellEmitter(nn.Module):
         self.target: Optional[str] = None
         self.domain_cells: Dict[str, List[int]] = {}
         self.domain_tag_types: Dict[str, List[int]] = {}
+        # Host-side inputs derived from settings (LM word index, entity dictionary), built on
+        # first use by the architecture's extra_inputs.
+        self.input_cache: Dict[str, Any] = {}
 
     # -- sizing -------------------------------------------------------------------------------
 
@@ -344,7 +348,11 @@ class MultiCellEmitter(nn.Module):
         """Create or grow the cells, attention sets, aux heads, domain heads and LM."""
         self.target = build_config.get(TARGET_KEY)
         sources = [d for d in domain_tags if d != self.target]
-        self.types = cell_inventory(domain_tags, build_config.get(TYPES_KEY, ()), sources)
+        # The cells built so far keep their places (a loaded model starts from the saved
+        # inventory); new types are appended, and the inventory is saved back.
+        known = self.types or build_config.get(TYPES_KEY, ())
+        self.types = cell_inventory(domain_tags, known, sources)
+        build_config[TYPES_KEY] = list(self.types)
         type_index = {t: i for i, t in enumerate(self.types)}
         self.domain_cells = {
             dom: sorted({type_index[tag_type(tag)] for tag in tags} | {0})
@@ -424,8 +432,9 @@ class MultiCellEmitter(nn.Module):
         """Encoder outputs for a batch (see MultiCellEncoder.forward), plus the batch's cells."""
         device = X.device
         cells, mask, sets, position = self.batch_cells(domains)
+        # Input dropout is the features' own (the tok2vec's dropout setting).
         out = self.encoder(
-            self.dropout(X), lengths, cells.to(device), mask.to(device), sets.to(device), self._q_is_p(),
+            X, lengths, cells.to(device), mask.to(device), sets.to(device), self._q_is_p(),
             keep_states=keep_states,
         )
         out.update(cells=cells.to(device), mask=mask.to(device), position=position.to(device))

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from .pytorch_emitter import Emitter, Losses
 from .pytorch_heads import DomainHeads, module_key
 from .pytorch_lm import SampledSoftmaxLM
 
@@ -24,7 +25,6 @@ NER = "ner"
 LM = "lm"
 TASKS = (NER, LM)
 Pair = Tuple[str, str]
-Losses = Dict[str, torch.Tensor]
 
 
 def lstm_param_size(n_in: int, hidden: int) -> int:
@@ -132,7 +132,7 @@ def _clear_cache_after_load(module: "PGNEmitter", incompatible_keys) -> None:
     module.clear_cache()
 
 
-class PGNEmitter(nn.Module):
+class PGNEmitter(Emitter):
     """Generated BiLSTMs for NER and language modelling, a linear head per labelled domain.
 
     hidden_size (int): LSTM width per direction.

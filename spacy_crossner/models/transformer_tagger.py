@@ -11,7 +11,7 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from .base import TaggerOutput, build_crossner_model
+from .base import TaggerInput, TaggerOutput, build_crossner_model
 from .pytorch_emitters import LinearEmitter
 
 
@@ -20,7 +20,7 @@ def build_transformer_tagger(
     tok2vec: Model[List[Doc], List[Floats2d]],
     use_crf: bool = False,
     dropout: float = 0.1,
-) -> Model[List[Doc], TaggerOutput]:
+) -> Model[TaggerInput, TaggerOutput]:
     """Dropout and a linear map per domain on token vectors, with an optional CRF per domain.
 
     tok2vec (Model[List[Doc], List[Floats2d]]): token vectors, usually

@@ -1,0 +1,178 @@
+"""The output heads: batched decoding against the numpy reference, entity marginals against
+brute-force enumeration, whitespace constraints, and the loss's gradient."""
+import itertools
+import math
+
+import numpy
+import pytest
+import torch
+
+from spacy_crossner.decoding import (
+    allowed_moves,
+    bio_tags,
+    constrained_argmax,
+    iob2_spans,
+    viterbi_decode,
+    whitespace_masks,
+)
+from spacy_crossner.models.head import _crf_to_host, crf_span_log_prob
+from spacy_crossner.models.pytorch_heads import CRFHead, SoftmaxHead
+
+DOMAINS = {"a": bio_tags(["X"]), "b": bio_tags(["X", "Y", "Z"])}
+
+
+def random_crf_head(seed=0):
+    torch.manual_seed(seed)
+    head = CRFHead()
+    head.setup(DOMAINS)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.uniform_(-2, 2)
+    return head
+
+
+def valid(tags, ws):
+    """A sequence the decoders may give: BIO-valid, no entity starting or ending on whitespace."""
+    prev = "O"
+    for t, tag in enumerate(tags):
+        if tag.startswith("I-") and prev[2:] != tag[2:]:
+            return False
+        if ws[t] and tag.startswith("B-"):
+            return False
+        nxt = tags[t + 1] if t + 1 < len(tags) else "O"
+        if ws[t] and tag.startswith("I-") and not nxt.startswith("I-"):
+            return False
+        prev = tag
+    return True
+
+
+def sequence_scores(head, domain, emissions, ws):
+    crf = head.get(domain)
+    tags = DOMAINS[domain]
+    trans = crf.transitions.detach().double().numpy()
+    start = crf.start_transitions.detach().double().numpy()
+    end = crf.end_transitions.detach().double().numpy()
+    scores = {}
+    for seq in itertools.product(range(len(tags)), repeat=len(emissions)):
+        if not valid([tags[k] for k in seq], ws):
+            continue
+        s = start[seq[0]] + end[seq[-1]] + sum(emissions[t, k] for t, k in enumerate(seq))
+        scores[seq] = s + sum(trans[i, j] for i, j in zip(seq, seq[1:]))
+    return scores
+
+
+@pytest.mark.parametrize("ws", [(0, 0, 0, 0), (0, 1, 0, 0), (1, 0, 1, 1), (0, 0, 0, 1)])
+def test_span_marginals_equal_brute_force(ws):
+    head = random_crf_head()
+    rng = numpy.random.RandomState(sum(ws))
+    emissions = rng.randn(4, 3)
+    scores = sequence_scores(head, "a", emissions, ws)
+    log_z = numpy.logaddexp.reduce(numpy.array(list(scores.values())))
+    E = torch.from_numpy(emissions)[None]
+    _, extra = head.decode(E, torch.tensor([4]), ["a"], torch.tensor([ws], dtype=torch.bool))
+    host = _crf_to_host(extra)
+    assert math.isclose(host["log_z"][0], log_z, rel_tol=1e-9, abs_tol=1e-9)
+    tags = DOMAINS["a"]
+    for s in range(4):
+        for e in range(s + 1, 5):
+            expected = sum(
+                math.exp(score - log_z)
+                for seq, score in scores.items()
+                if (s, e, "X") in iob2_spans([tags[k] for k in seq])
+            )
+            got = math.exp(crf_span_log_prob(host, 0, 4, numpy.array(ws, bool), s, e, 1, 2))
+            assert math.isclose(got, expected, rel_tol=1e-7, abs_tol=1e-12)
+
+
+def test_batched_viterbi_equals_reference_with_whitespace():
+    head = random_crf_head(1)
+    rng = numpy.random.RandomState(0)
+    domains = ["a", "b", "b", "a", "b"]
+    lengths = [5, 1, 7, 3, 6]
+    T, K = max(lengths), len(DOMAINS["b"])
+    emissions = rng.randn(len(domains), T, K) * 3
+    ws = rng.rand(len(domains), T) < 0.3
+    tags, _ = head.decode(
+        torch.from_numpy(emissions), torch.tensor(lengths), domains, torch.from_numpy(ws)
+    )
+    for b, (domain, n) in enumerate(zip(domains, lengths)):
+        crf = head.get(domain)
+        k = crf.num_tags
+        start, trans, end = allowed_moves(DOMAINS[domain])
+        expected = viterbi_decode(
+            emissions[b, :n, :k], crf.transitions.detach().numpy(),
+            crf.start_transitions.detach().numpy(), crf.end_transitions.detach().numpy(),
+            start, trans, end, tags=DOMAINS[domain], whitespace=ws[b, :n],
+        )
+        assert tags[b, :n].tolist() == expected
+        assert valid([DOMAINS[domain][i] for i in expected], ws[b, :n])
+
+
+def test_reference_viterbi_is_the_best_valid_sequence_with_whitespace():
+    head = random_crf_head(2)
+    rng = numpy.random.RandomState(3)
+    for ws in [(1, 0, 0, 1), (0, 1, 1, 0), (1, 1, 1, 1)]:
+        emissions = rng.randn(4, 3) * 3
+        scores = sequence_scores(head, "a", emissions, ws)
+        crf = head.get("a")
+        start, trans, end = allowed_moves(DOMAINS["a"])
+        got = viterbi_decode(
+            emissions, crf.transitions.detach().numpy(), crf.start_transitions.detach().numpy(),
+            crf.end_transitions.detach().numpy(), start, trans, end, tags=DOMAINS["a"], whitespace=ws,
+        )
+        assert tuple(got) == max(scores, key=scores.get)
+    assert viterbi_decode(
+        numpy.zeros((2, 3)), numpy.zeros((3, 3)), numpy.zeros(3), numpy.zeros(3),
+        *allowed_moves(DOMAINS["a"]), tags=DOMAINS["a"], whitespace=[True, True],
+    ) == [0, 0]
+
+
+def test_whitespace_masks():
+    allowed, closed = whitespace_masks(DOMAINS["a"], [False, True, True])
+    # O, B-X, I-X: no B on whitespace; the last (whitespace) token is O
+    assert allowed.tolist() == [[True, True, True], [True, False, True], [True, False, False]]
+    # I-X on whitespace token 1 must go on as I-X at 2
+    assert closed[2, 2].tolist() == [True, True, False] and not closed[1].any()
+
+
+def test_softmax_head_decodes_as_the_reference_and_its_loss_is_cross_entropy():
+    torch.manual_seed(0)
+    head = SoftmaxHead()
+    head.setup(DOMAINS)
+    rng = numpy.random.RandomState(1)
+    domains = ["b", "a", "b"]
+    lengths = [4, 6, 2]
+    emissions = torch.from_numpy(rng.randn(3, 6, 7) * 2)
+    ws = torch.from_numpy(rng.rand(3, 6) < 0.3)
+    tags, extra = head.decode(emissions, torch.tensor(lengths), domains, ws)
+    for b, (domain, n) in enumerate(zip(domains, lengths)):
+        k = len(DOMAINS[domain])
+        logp = torch.log_softmax(emissions[b, :n, :k], -1).numpy()
+        expected = constrained_argmax(logp, DOMAINS[domain], ws[b, :n].numpy())
+        assert tags[b, :n].tolist() == expected
+        numpy.testing.assert_allclose(extra["logp"][b, :n, :k].numpy(), logp, rtol=1e-6)
+    gold = torch.full((3, 6), -1, dtype=torch.long)
+    gold[0, :4] = torch.tensor([0, 1, 2, 0])
+    gold[1, :6] = torch.tensor([0, 0, 1, 2, 2, 0])  # doc 2 is raw text: no loss
+    loss = head(emissions, torch.tensor(lengths), domains, gold)
+    expected = -(
+        torch.log_softmax(emissions[0, :4, :7], -1)[torch.arange(4), gold[0, :4]].sum()
+        + torch.log_softmax(emissions[1, :6, :3], -1)[torch.arange(6), gold[1, :6]].sum()
+    ) / 2
+    assert math.isclose(float(loss), float(expected), rel_tol=1e-6)
+
+
+def test_crf_loss_is_the_mean_negative_log_likelihood():
+    head = random_crf_head(4)
+    rng = numpy.random.RandomState(2)
+    emissions = rng.randn(2, 4, 7)
+    gold = torch.tensor([[0, 1, 2, 0], [1, -1, -1, -1]])
+    gold[1, :1] = 1
+    lengths = torch.tensor([4, 1])
+    loss = head(torch.from_numpy(emissions), lengths, ["a", "b"], gold)
+    no_ws = (0, 0, 0, 0)
+    scores_a = sequence_scores(head, "a", emissions[0, :, :3], no_ws)
+    nll_a = numpy.logaddexp.reduce(numpy.array(list(scores_a.values()))) - scores_a[(0, 1, 2, 0)]
+    scores_b = sequence_scores(head, "b", emissions[1, :1, :7], (0,))
+    nll_b = numpy.logaddexp.reduce(numpy.array(list(scores_b.values()))) - scores_b[(1,)]
+    assert math.isclose(float(loss.detach()), (nll_a + nll_b) / 2, rel_tol=1e-6)
