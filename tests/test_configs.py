@@ -10,7 +10,7 @@ from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.util import load_config
 
-from util import AI, NEWS, make_doc
+from util import AI, NEWS, TINY_TOK2VEC_WIDTH, make_doc, make_tok2vec_pipeline
 
 CONFIGS = Path(__file__).parents[1] / "configs"
 ALL_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg"))
@@ -20,6 +20,8 @@ SETTINGS = {"multi_cell_sda.cfg": "joint", "multi_cell_sda_trf.cfg": "joint", "m
 STAGES = {"bilstm_finetune.cfg": "bilstm_pretrain.cfg", "trf_finetune.cfg": "trf_pretrain.cfg",
           "label_aware_target.cfg": "label_aware_source.cfg"}
 SETTINGS.update({"label_aware_source.cfg": "pretrain", "label_aware_target.cfg": "finetune"})
+# *_sm.cfg: a pretrained spaCy tok2vec as features, sourced from a tiny stand-in pipeline
+SETTINGS.update({"multi_cell_sda_sm.cfg": "joint", "pgn_sda_sm.cfg": "joint"})
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,11 @@ def trained(tmp_path_factory, data):
             })
             if name in STAGES:
                 overrides["paths.pretrained"] = str(get(STAGES[name]) / "model-last")
+            if name.endswith("_sm.cfg"):
+                if not (root / "tok2vec_pipeline").exists():
+                    make_tok2vec_pipeline(root / "tok2vec_pipeline")
+                overrides["vars.tok2vec_pipeline"] = str(root / "tok2vec_pipeline")
+                overrides["vars.tok2vec_width"] = TINY_TOK2VEC_WIDTH
             out = root / name.replace(".cfg", "")
             train(CONFIGS / name, out, overrides=overrides, use_gpu=-1)
             outputs[name] = out

@@ -89,3 +89,43 @@ def blank_with(config: dict, name: str = "crossner") -> Language:
     nlp = spacy.blank("en")
     nlp.add_pipe("crossner", name=name, config=config)
     return nlp
+
+
+def write_corpus(root) -> dict:
+    """NEWS and AI as .spacy files under root: {"source_train", "source_dev", "target_train",
+    "target_dev"} -> path (train = dev: the tests train a few steps)."""
+    from pathlib import Path
+
+    from spacy.tokens import DocBin
+
+    nlp = spacy.blank("en")
+    paths = {}
+    for name, sentences in (("source", NEWS), ("target", AI)):
+        db = DocBin(store_user_data=True)
+        for domain, words, ents in sentences:
+            db.add(make_doc(nlp, words, ents, domain))
+        path = Path(root) / f"{name}.spacy"
+        db.to_disk(path)
+        paths[f"{name}_train"] = paths[f"{name}_dev"] = str(path)
+    return paths
+
+
+TINY_TOK2VEC_WIDTH = 32
+
+
+def make_tok2vec_pipeline(path, width: int = TINY_TOK2VEC_WIDTH):
+    """A blank English pipeline with a small initialized spaCy tok2vec (MultiHashEmbed +
+    MaxoutWindowEncoder, like en_core_web_sm's but tiny), saved to path: the stand-in for a
+    pretrained pipeline that configs/*_sm.cfg source through vars.tok2vec_pipeline."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("tok2vec", config={"model": {
+        "@architectures": "spacy.Tok2Vec.v2",
+        "embed": {"@architectures": "spacy.MultiHashEmbed.v2", "width": width,
+                  "attrs": ["NORM", "PREFIX", "SUFFIX", "SHAPE"], "rows": [500, 100, 100, 50],
+                  "include_static_vectors": False},
+        "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "width": width, "depth": 1,
+                   "window_size": 1, "maxout_pieces": 2},
+    }})
+    nlp.initialize()
+    nlp.to_disk(path)
+    return path

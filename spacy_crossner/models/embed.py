@@ -4,9 +4,15 @@ The input layer of the cross-domain NER papers: a word embedding (hashed on a le
 optionally with static vectors such as GloVe from ``nlp.vocab.vectors``) concatenated with a
 character CNN max-pooled over each token. No feature depends on a neighbouring token, which the
 language-model objectives of later architectures rely on (a contextual input would let the
-model see the word it must predict).
+model see the word it must predict): :func:`require_context_free` is the check those
+architectures call when they are built.
+
+Static vectors are looked up by ``StaticVectors``, which in spaCy 3.8 keys them by the table's
+own attribute (``Vectors.attr``, ORTH for every table but floret's): an uncased table such as
+GloVe 6B reads capitalised words only if the table maps their forms to the lowercase rows, which
+``python -m spacy_crossner vectors`` does (see :mod:`spacy_crossner.vectors`).
 """
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import numpy
 from spacy.ml.featureextractor import FeatureExtractor
@@ -22,10 +28,15 @@ from thinc.api import (
     chain,
     concatenate,
     expand_window,
+    list2ragged,
+    ragged2list,
     reduce_max,
     with_array,
 )
+from thinc.layers.chain import init as chain_init
 from thinc.types import Floats2d
+
+NAME = "spacy_crossner.WordCharEmbed.v1"
 
 
 @registry.architectures("spacy_crossner.WordCharEmbed.v1")
@@ -52,7 +63,8 @@ def build_word_char_embed(
     char_window (int): characters on each side in a filter (1 = width-3 filters).
     char_rows (int): rows of the character hash table.
     max_chars (int): characters of a token looked at (longer tokens are cut).
-    include_static_vectors (bool): also use ``nlp.vocab.vectors`` (e.g. GloVe).
+    include_static_vectors (bool): also use ``nlp.vocab.vectors`` (e.g. GloVe, loaded with
+        ``[initialize] vectors``; ``python -m spacy_crossner vectors`` makes the directory).
     static_vectors_width (Optional[int]): projection width of the static vectors (default:
         word_width).
     dropout (float): dropout on the concatenated features.
@@ -61,23 +73,124 @@ def build_word_char_embed(
     """
     if char_window < 0 or max_chars < 1:
         raise ValueError(
-            "spacy_crossner.WordCharEmbed.v1: char_window must be >= 0 and max_chars >= 1 "
+            f"{NAME}: char_window must be >= 0 and max_chars >= 1 "
             f"(got char_window={char_window}, max_chars={max_chars})"
+        )
+    if static_vectors_width is not None and static_vectors_width < 1:
+        raise ValueError(
+            f"{NAME}: static_vectors_width must be positive or null (= word_width), got "
+            f"{static_vectors_width}"
         )
     word = chain(
         FeatureExtractor([attr]),
         with_array(HashEmbed(nO=word_width, nV=word_rows, column=0, seed=7)),
     )
-    parts = [word, build_char_cnn(char_width, char_filters, char_window, char_rows, max_chars)]
+    char = build_char_cnn(char_width, char_filters, char_window, char_rows, max_chars)
     width = word_width + char_filters
     if include_static_vectors:
+        # StaticVectors returns a Ragged, the other features lists of arrays: convert them to
+        # Ragged before concatenating and back afterwards, as spaCy's MultiHashEmbed does.
         vectors_width = static_vectors_width or word_width
-        parts.append(StaticVectors(nO=vectors_width, key_attr="ORTH"))
+        static = StaticVectors(nO=vectors_width)
+        model = chain(
+            concatenate(chain(word, list2ragged()), chain(char, list2ragged()), static),
+            with_array(Dropout(dropout)),
+            ragged2list(),
+        )
+        model.init = init_with_static_vectors
+        model.set_ref("static_vectors", static)
         width += vectors_width
-    model = chain(concatenate(*parts), with_array(Dropout(dropout)))
+    else:
+        # The layout without static vectors is unchanged since v1 was published, so pipelines
+        # saved with it keep loading (a different layer tree would not deserialize).
+        model = chain(concatenate(word, char), with_array(Dropout(dropout)))
+    model.set_ref("word", word)
+    model.set_ref("char_cnn", char)
     model.set_dim("nO", width)
     model.name = "word_char_embed"
+    # Read by require_context_free: no feature of a token depends on its neighbours.
+    model.attrs["context_free"] = True
     return model
+
+
+def init_with_static_vectors(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    """Initialize the features, first checking that the docs' vocab has static vectors.
+
+    model (Model): the WordCharEmbed model built with include_static_vectors = true.
+    X (Optional[List[Doc]]): sample docs; their vocab holds the vectors table.
+    """
+    if X:
+        vectors = X[0].vocab.vectors
+        if vectors.shape[0] == 0 or vectors.shape[1] == 0:
+            raise ValueError(
+                f"{NAME}: include_static_vectors = true, but the pipeline has no word vectors. "
+                "Load a table with [initialize] vectors (e.g. `--paths.vectors DIR` for a "
+                "directory written by `python -m spacy_crossner vectors`), or set "
+                "include_static_vectors = false."
+            )
+    chain_init(model, X=X, Y=Y)
+
+
+# Names of layers whose output for a token depends on other tokens of the doc.
+CONTEXTUAL_LAYERS = {
+    "tok2vec-listener": "is a listener of a tok2vec component (spacy.Tok2VecListener.v1)",
+    "transformer-listener": "is a listener of a transformer (spacy-transformers)",
+    "transformer": "contains a transformer",
+    "expand_window": "mixes neighbouring tokens (expand_window, e.g. spaCy's "
+    "MaxoutWindowEncoder)",
+    "lstm": "contains an LSTM",
+    "pytorch": "contains a PyTorch layer (e.g. spaCy's TorchBiLSTMEncoder)",
+}
+
+
+def contextual_reason(tok2vec: Model) -> Optional[str]:
+    """Why a token-features model may be contextual, or None when it is context-free.
+
+    tok2vec (Model): the features model. Sub-models marked ``attrs["context_free"]`` (as
+        WordCharEmbed is, whose window runs over characters) are context-free; elsewhere a
+        listener, a transformer, a window over tokens or a recurrent/torch layer counts as
+        contextual.
+    RETURNS (Optional[str]): a phrase naming what was found, or None.
+    """
+    stack = [tok2vec]
+    while stack:
+        node = stack.pop()
+        if node.attrs.get("context_free"):
+            continue
+        if node.name in CONTEXTUAL_LAYERS:
+            return CONTEXTUAL_LAYERS[node.name]
+        stack.extend(node.layers)
+    return None
+
+
+def require_context_free(
+    tok2vec: Model, *, architecture: str, lm_weights: Dict[str, float]
+) -> None:
+    """Refuse contextual token features where a language-model objective is trained.
+
+    A language model predicts each word from the features of the words before (after) it; with
+    a contextual input (a tok2vec listener, a transformer, a window encoder) the features of
+    those words already encode the word to predict, so the objective teaches nothing.
+
+    tok2vec (Model): the architecture's token features.
+    architecture (str): the registered name, for the message.
+    lm_weights (Dict[str, float]): the config settings that switch the language models on
+        (setting name -> weight); the check runs if any weight is above 0.
+    """
+    if not any(weight > 0 for weight in lm_weights.values()):
+        return
+    reason = contextual_reason(tok2vec)
+    if reason is None:
+        return
+    settings = ", ".join(f"{name} = {weight:g}" for name, weight in lm_weights.items())
+    names = " and ".join(lm_weights)
+    raise ValueError(
+        f"{architecture}: {settings} trains language models, which need context-free token "
+        f"features, but the model's tok2vec ({tok2vec.name}) {reason}: its vector of a word "
+        "depends on the neighbouring words, so the language model would see the word it must "
+        f"predict. Use {NAME} as [components.<name>.model.tok2vec] (with "
+        f"include_static_vectors = true for pretrained vectors), or set {names} to 0."
+    )
 
 
 def build_char_cnn(

@@ -22,6 +22,7 @@ from thinc.types import Floats2d
 
 from ..lm import EntityDictionary, build_lm_vocab, lm_word_ids
 from .base import TaggerInput, TaggerOutput, build_crossner_model, crossner_init, get_emitter
+from .embed import require_context_free
 from .pytorch_multi_cell import (
     LM_VOCAB_KEY,
     TARGET_KEY,
@@ -92,6 +93,9 @@ def build_multi_cell_lstm(
         raise ValueError(
             "spacy_crossner.MultiCellLSTM.v1: lm_weight, ent_weight and att_weight must be >= 0"
         )
+    require_context_free(
+        tok2vec, architecture="spacy_crossner.MultiCellLSTM.v1", lm_weights={"lm_weight": lm_weight}
+    )
     emitter = MultiCellEmitter(
         width=hidden_size,
         dropout=dropout,

@@ -25,6 +25,7 @@ from thinc.types import Floats2d
 from ..domains import example_domain
 from ..lm import build_lm_vocab, lm_word_ids
 from .base import TaggerInput, TaggerOutput, build_crossner_model, get_emitter
+from .embed import require_context_free
 from .pytorch_pgn import PGNEmitter
 
 SETTINGS = ("supervised", "unsupervised", "combined")
@@ -91,6 +92,10 @@ def build_pgn_bilstm(
             "spacy_crossner.PGNBiLSTM.v1: hidden_size, domain_width, task_width and lm_samples "
             f"must be positive (got {hidden_size}, {domain_width}, {task_width}, {lm_samples})"
         )
+    require_context_free(
+        tok2vec, architecture="spacy_crossner.PGNBiLSTM.v1",
+        lm_weights={"lm_weight_source": lm_weight_source, "lm_weight_target": lm_weight_target},
+    )
     emitter = PGNEmitter(
         hidden_size=hidden_size,
         domain_width=domain_width,
