@@ -195,3 +195,13 @@ def test_annotate_user_errors(tmp_path, make_args, expected):
     assert result.exit_code == 1
     assert expected in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_pipeline_no_worker_can_load_is_one_clear_error(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Paris is in France .\n", encoding="utf8")
+    with pytest.raises(AnnotateError, match=r"Worker tcp://127\.0\.0\.1:\d+ cannot load the pipeline "
+                       r".*no_such_pipeline.*install the packaged pipeline on the workers"):
+        annotate(model="no_such_pipeline", inputs=corpus, output_dir=tmp_path / "out",
+                 scheduler="local", workers=1, progress=False)
+    assert not list((tmp_path / "out").glob("*.spacy"))
