@@ -298,6 +298,11 @@ def annotate(
         raise AnnotateError(f"--workers must be at least 1, got {workers}")
     if batch_size < 1:
         raise AnnotateError(f"--batch-size must be at least 1, got {batch_size}")
+    if inputs.is_dir() and output_dir.resolve().is_relative_to(inputs.resolve()):
+        raise AnnotateError(
+            f"Output {output_dir} is inside the input folder {inputs}: its shards would be read as "
+            "input by the next run; choose an output folder outside it"
+        )
     files = input_files(inputs)
     shards = plan_shards(files, shard_size, root=inputs if inputs.is_dir() else None)
     output_dir.mkdir(parents=True, exist_ok=True)

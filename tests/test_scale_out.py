@@ -185,6 +185,7 @@ def test_failed_shard_is_named_others_kept_and_rerun_finishes(tmp_path):
     (lambda t: ["model", t / "bad.jsonl", t / "out"], "bad.jsonl line 2: no \"text\" string field"),
     (lambda t: ["model", t / "notes.md", t / "out"], "unknown suffix '.md'"),
     (lambda t: ["model", t / "broken.spacy", t / "out"], "broken.spacy: not a readable .spacy DocBin"),
+    (lambda t: ["model", t, t / "out"], "is inside the input folder"),
 ])
 def test_annotate_user_errors(tmp_path, make_args, expected):
     (tmp_path / "c.jsonl").write_text('{"text": "a"}\n', encoding="utf8")
