@@ -29,7 +29,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 
 from .docbin import msgpack_hooks_collected_once
-from .domains import set_domain
+from .domains import get_domain, set_domain
 
 SUFFIXES = (".spacy", ".txt", ".jsonl")
 MANIFEST = "shards.json"
@@ -166,7 +166,7 @@ class _Reader:
         if Path(shard.path).suffix == ".spacy":
             if domain is not None:
                 for doc in part:
-                    if doc._.domain is None:
+                    if get_domain(doc) is None:
                         set_domain(doc, domain)
             return "docbin", DocBin(docs=part, store_user_data=True).to_bytes()
         return "texts", [(text, own or domain) for text, own in part]
