@@ -320,7 +320,7 @@ def write_report(args, rows: List[Dict], total: float, load: str) -> None:
         f"load average at start / end: {load}. Shared with other engineers' jobs: read the ratios "
         "(measured side by side, interleaved), not the absolute words/s.",
         f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; total {total / 60:.1f} min; "
-        f"{args.rounds} interleaved round(s), medians; raw rows in `benchmarks/results/speed.json`.",
+        f"{args.rounds_done} of {args.rounds} interleaved round(s), medians; raw rows in `benchmarks/results/speed.json`.",
         f"- Docs: {args.train_docs} training / {args.infer_docs} test sentences per set "
         f"({args.trf_train_docs} / {args.trf_infer_docs} for the transformer rows), batches of 16 "
         "for training, `nlp.pipe(batch_size=256)` for inference.",
@@ -388,6 +388,7 @@ def main() -> None:
     start = time.time()
     runs: Dict = {}
     for r in range(args.rounds):
+        args.rounds_done = r + 1
         for n in sets:
             for arch in archs if r % 2 == 0 else archs[::-1]:
                 t0 = time.time()
@@ -396,10 +397,11 @@ def main() -> None:
                 print(f"round {r} {arch} {n}: train {row['train_wps']:.0f} w/s, infer "
                       f"{row['infer_wps']:.0f} w/s, {row['peak_rss_mb']:.0f} MB ({time.time() - t0:.0f} s)",
                       flush=True)
-    rows = [summarise(v) for v in runs.values()]
-    load = f"{load_start[0]:.1f} / {os.getloadavg()[0]:.1f}"
-    Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
-    write_report(args, rows, time.time() - start, load)
+        # the report so far after every round (a long run cut short still leaves one)
+        rows = [summarise(v) for v in runs.values()]
+        load = f"{load_start[0]:.1f} / {os.getloadavg()[0]:.1f}"
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        write_report(args, rows, time.time() - start, load)
     print(Path(args.output).read_text())
 
 

@@ -409,13 +409,13 @@ class CRFHead(DomainHead):
         emissions (B, T, K); lengths (B,); gold (B, T) tag ids, a row of -1 for a doc without
         annotation (no loss).
         """
-        labelled = (gold >= 0).any(dim=1)
-        n_docs = max(int(labelled.sum()), 1)
+        labelled = (gold >= 0).any(dim=1).tolist()  # one host copy, not one sync per doc
+        n_docs = max(sum(labelled), 1)
         positions = torch.arange(emissions.shape[1], device=emissions.device)
         mask = positions[None, :] < lengths.to(emissions.device)[:, None]
         loss = emissions.new_zeros(())
         for domain in sorted(set(domains)):
-            rows = [b for b, d in enumerate(domains) if d == domain and bool(labelled[b])]
+            rows = [b for b, d in enumerate(domains) if d == domain and labelled[b]]
             if not rows:
                 continue
             idx = torch.tensor(rows, device=emissions.device)
