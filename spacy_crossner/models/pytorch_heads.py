@@ -198,7 +198,9 @@ class Lattice:
         E, lengths, trans = s["E"], s["lengths"], s["trans"]
         B, T, K = E.shape
         score = s["start"] + E[:, 0]
-        history = torch.zeros((B, T, K), dtype=torch.long, device=E.device)
+        # A finished doc's back-pointers are the identity, so one backtrack from the last
+        # step serves every length (two small ops per step).
+        history = torch.arange(K, device=E.device).expand(B, T, K).clone()
         for t in range(1, T):
             n = steps[t]
             if n == 0:
@@ -209,18 +211,13 @@ class Lattice:
             best, arg = (score[:n, :, None] + move).max(dim=1)
             history[:n, t] = arg
             score = torch.cat([best + E[:n, t], score[n:]])
-        last = (score + s["end"]).argmax(dim=-1)  # (B,)
-        tags = torch.zeros((B, T), dtype=torch.long, device=E.device)
-        current = last
-        live = torch.arange(T, device=E.device)[None, :] < lengths[:, None]  # (B, T)
+        current = (score + s["end"]).argmax(dim=-1, keepdim=True)  # (B, 1)
+        tags = torch.empty((B, T), dtype=torch.long, device=E.device)
         for t in range(T - 1, -1, -1):
-            ends_here = lengths - 1 == t
-            inside = t < lengths - 1
-            current = torch.where(ends_here, last, current)
-            tags[:, t] = torch.where(live[:, t], current, torch.zeros_like(current))
-            if t > 0:
-                prev = history[:, t].gather(1, current[:, None])[:, 0]
-                current = torch.where(inside | ends_here, prev, current)
+            tags[:, t] = current[:, 0]
+            current = history[:, t].gather(1, current)
+        live = torch.arange(T, device=E.device)[None, :] < lengths[:, None]  # (B, T)
+        tags = tags.masked_fill(~live, 0)
         return tags.index_select(0, unsort)
 
     def forward_backward(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
