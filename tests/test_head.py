@@ -204,3 +204,34 @@ def test_scaled_forward_backward_equals_log_space_reference(ws_rate):
         k = len(DOMAINS[domain])
         _, closed = whitespace_masks(DOMAINS[domain], ws[b, :n].numpy())
         assert numpy.array_equal(lattice.closed[b, :n, :k, :k].numpy(), closed)
+
+
+def test_vectorised_span_log_probs_equal_the_per_span_reference():
+    from spacy_crossner.models.head import crf_span_log_probs
+
+    head = random_crf_head(4)
+    rng = numpy.random.RandomState(5)
+    domains = ["b", "a", "b"]
+    lengths = [7, 4, 1]
+    T, K = max(lengths), len(DOMAINS["b"])
+    emissions = torch.from_numpy(rng.randn(len(domains), T, K) * 2)
+    ws = rng.rand(len(domains), T) < 0.3
+    _, extra = head.decode(emissions, torch.tensor(lengths), domains, torch.from_numpy(ws))
+    host = _crf_to_host(extra)
+    rows, spans = [], []
+    for row, (domain, n) in enumerate(zip(domains, lengths)):
+        tags = DOMAINS[domain]
+        for label in sorted({t[2:] for t in tags if t != "O"}):
+            for s in range(n):
+                for e in range(s + 1, n + 1):
+                    rows.append(row)
+                    spans.append((s, e, tags.index(f"B-{label}"), tags.index(f"I-{label}")))
+    got = crf_span_log_probs(host, lengths, ws, rows, spans)
+    expected = numpy.array([
+        crf_span_log_prob(host, row, lengths[row], ws[row], *span) for row, span in zip(rows, spans)
+    ])
+    assert len(rows) > 50
+    assert numpy.array_equal(numpy.isfinite(got), numpy.isfinite(expected))
+    finite = numpy.isfinite(expected)
+    assert numpy.allclose(got[finite], expected[finite], rtol=1e-10, atol=1e-10)
+    assert len(crf_span_log_probs(host, lengths, ws, [], [])) == 0
