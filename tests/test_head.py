@@ -176,3 +176,62 @@ def test_crf_loss_is_the_mean_negative_log_likelihood():
     scores_b = sequence_scores(head, "b", emissions[1, :1, :7], (0,))
     nll_b = numpy.logaddexp.reduce(numpy.array(list(scores_b.values()))) - scores_b[(1,)]
     assert math.isclose(float(loss.detach()), (nll_a + nll_b) / 2, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("ws_rate", [0.0, 0.3])
+def test_scaled_forward_backward_equals_log_space_reference(ws_rate):
+    head = random_crf_head(2)
+    rng = numpy.random.RandomState(3)
+    domains = ["b", "a", "b", "b"]
+    lengths = [6, 2, 9, 1]
+    T, K = max(lengths), len(DOMAINS["b"])
+    emissions = torch.from_numpy(rng.randn(len(domains), T, K) * 4)
+    ws = torch.from_numpy(rng.rand(len(domains), T) < ws_rate)
+    lattice = head.lattice(emissions, torch.tensor(lengths), domains, ws)
+    fast = lattice.forward_backward()
+    reference = lattice.forward_backward_log()
+    # alpha and beta inside each doc (the reference also fills alpha past the end), log Z
+    inside = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
+    for got, expected in zip(fast[:2], reference[:2]):
+        got, expected = got[inside], expected[inside]
+        assert torch.equal(torch.isfinite(got), torch.isfinite(expected))
+        finite = torch.isfinite(expected)
+        assert torch.allclose(got[finite], expected[finite], rtol=1e-10, atol=1e-9)
+    assert torch.allclose(fast[2], reference[2], rtol=1e-12, atol=1e-10)
+    assert torch.equal(fast[1], torch.where(inside[:, :, None], fast[1], lattice.end[:, None, :]))
+    # the closed moves of the lattice are those of the numpy reference
+    for b, (domain, n) in enumerate(zip(domains, lengths)):
+        k = len(DOMAINS[domain])
+        _, closed = whitespace_masks(DOMAINS[domain], ws[b, :n].numpy())
+        assert numpy.array_equal(lattice.closed[b, :n, :k, :k].numpy(), closed)
+
+
+def test_vectorised_span_log_probs_equal_the_per_span_reference():
+    from spacy_crossner.models.head import crf_span_log_probs
+
+    head = random_crf_head(4)
+    rng = numpy.random.RandomState(5)
+    domains = ["b", "a", "b"]
+    lengths = [7, 4, 1]
+    T, K = max(lengths), len(DOMAINS["b"])
+    emissions = torch.from_numpy(rng.randn(len(domains), T, K) * 2)
+    ws = rng.rand(len(domains), T) < 0.3
+    _, extra = head.decode(emissions, torch.tensor(lengths), domains, torch.from_numpy(ws))
+    host = _crf_to_host(extra)
+    rows, spans = [], []
+    for row, (domain, n) in enumerate(zip(domains, lengths)):
+        tags = DOMAINS[domain]
+        for label in sorted({t[2:] for t in tags if t != "O"}):
+            for s in range(n):
+                for e in range(s + 1, n + 1):
+                    rows.append(row)
+                    spans.append((s, e, tags.index(f"B-{label}"), tags.index(f"I-{label}")))
+    got = crf_span_log_probs(host, lengths, ws, rows, spans)
+    expected = numpy.array([
+        crf_span_log_prob(host, row, lengths[row], ws[row], *span) for row, span in zip(rows, spans)
+    ])
+    assert len(rows) > 50
+    assert numpy.array_equal(numpy.isfinite(got), numpy.isfinite(expected))
+    finite = numpy.isfinite(expected)
+    assert numpy.allclose(got[finite], expected[finite], rtol=1e-10, atol=1e-10)
+    assert len(crf_span_log_probs(host, lengths, ws, [], [])) == 0

@@ -489,3 +489,48 @@ def test_bundled_minilm_learns_and_roundtrips(tmp_path):
     assert [[(e.text, e.label_) for e in d.ents] for d in loaded.pipe(texts)] == [
         [(e.text, e.label_) for e in loaded(t).ents] for t in texts
     ]
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 25])
+def test_torch_beam_search_equals_numpy_reference(width):
+    """The on-device search (tensors in and out) gives the reference's tags and slots, with
+    lengths, padding columns, two tag sets and whitespace constraints."""
+    from spacy_crossner.decoding import whitespace_masks
+    from spacy_crossner.models.pytorch_label_aware import beam_search
+
+    rng = numpy.random.default_rng(width)
+    tag_sets = [bio_tags(["a", "b"]), bio_tags(["a"])]
+    K, T = len(tag_sets[0]), 6
+    lengths = [6, 3, 1, 5]
+    sets = [0, 1, 0, 1]
+    allowed_start = numpy.zeros((4, K), bool)
+    allowed_trans = numpy.zeros((4, K, K), bool)
+    allowed_tags = numpy.zeros((4, T, K), bool)
+    closed = numpy.zeros((4, T, K, K), bool)
+    ws = rng.random((4, T)) < 0.3
+    for b, (s, n) in enumerate(zip(sets, lengths)):
+        tags = tag_sets[s]
+        k = len(tags)
+        start, trans, _ = allowed_moves(tags)
+        allowed_start[b, :k], allowed_trans[b, :k, :k] = start, trans
+        ok, shut = whitespace_masks(tags, ws[b, :n])
+        allowed_tags[b, :n, :k], closed[b, :n, :k, :k] = ok, shut
+    # log-probabilities from the previous tag and the step; ties on purpose (rounded values)
+    table = numpy.round(numpy.log(rng.dirichlet(numpy.ones(K), size=(T, K + 1))), 1)
+
+    def step_np(t, parents, prev_tags):
+        return table[t][prev_tags]  # prev -1 reads row K
+
+    def step_torch(t, parents, prev_tags):
+        return torch.from_numpy(table[t])[prev_tags]
+
+    expected_tags, expected_rows = autoregressive_beam_search(
+        step_np, lengths, allowed_start, allowed_trans, width, allowed_tags, closed
+    )
+    got_tags, got_rows = beam_search(
+        step_torch, torch.tensor(lengths), torch.from_numpy(allowed_start),
+        torch.from_numpy(allowed_trans), width, torch.from_numpy(allowed_tags), torch.from_numpy(closed),
+    )
+    for b, n in enumerate(lengths):
+        assert got_tags[b, :n].tolist() == expected_tags[b]
+        assert got_rows[b, :n].tolist() == expected_rows[b]

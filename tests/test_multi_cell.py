@@ -146,14 +146,24 @@ def reference_direction(emitter, x, direction, domain):
     return torch.stack(hs), torch.stack(alphas)
 
 
-@pytest.mark.parametrize("sharing", ["per_domain_code", "shared"])
-def test_vectorised_encoder_equals_reference_equations_both_directions(sharing):
-    emitter = make_emitter(attention_sharing=sharing)
+THREE_DOMAINS = dict(DOMAIN_TAGS, science=bio_tags(["protein", "person", "enzyme"]))
+
+
+@pytest.mark.parametrize(
+    "sharing,domain_tags,domains",
+    [
+        ("per_domain_code", DOMAIN_TAGS, ["news", "ai"]),  # two sets: one stacked GEMM
+        ("shared", DOMAIN_TAGS, ["news", "ai"]),
+        # three sets: each sentence's own set, per-sentence products
+        ("per_domain_code", THREE_DOMAINS, ["news", "ai", "science", "ai"]),
+    ],
+)
+def test_vectorised_encoder_equals_reference_equations_both_directions(sharing, domain_tags, domains):
+    emitter = make_emitter(domain_tags=domain_tags, attention_sharing=sharing)
     random_init(emitter)
     emitter.eval()
-    X = torch.randn(2, 5, 12)
-    lengths = torch.tensor([5, 3])
-    domains = ["news", "ai"]
+    X = torch.randn(len(domains), 5, 12)
+    lengths = torch.tensor([5, 3, 4, 1][: len(domains)])
     out = emitter.encode(X, lengths, domains)
     for b, dom in enumerate(domains):
         n = int(lengths[b])

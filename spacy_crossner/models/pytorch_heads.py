@@ -148,53 +148,153 @@ class Lattice:
 
     emissions (B, T, K): emission scores, -inf where a tag is not allowed (padding tags,
         whitespace constraints). start, end (B, K) and trans (B, K, K) [previous, next]: move
-        scores, -inf where forbidden. closed (B, T, K, K): moves into position t forbidden by
-        the whitespace constraints. lengths (B,) long, on the emissions' device. is_inside
-        (B, K): which tags continue an entity.
+        scores, -inf where forbidden. whitespace (B, T) bool: whitespace tokens; a move into
+        position t is also forbidden when token t-1 is whitespace inside an entity that would
+        end there. lengths (B,) long, on the emissions' device. is_inside (B, K): which tags
+        continue an entity.
+
+    The whitespace moves are masked only at the steps where some doc of the batch has a
+    whitespace token before them (found with one host copy of a (T,) flag vector per batch),
+    so a batch without whitespace tokens pays nothing for them.
     """
 
-    def __init__(self, emissions, lengths, start, trans, end, closed, is_inside) -> None:
+    def __init__(self, emissions, lengths, start, trans, end, whitespace, is_inside) -> None:
         self.is_inside = is_inside
         self.emissions = emissions
         self.lengths = lengths
         self.start = start
         self.trans = trans
         self.end = end
-        self.closed = closed
+        self.whitespace = whitespace
+        self.ends = is_inside[:, :, None] & ~is_inside[:, None, :]  # (B, K, K)
+        T = emissions.shape[1]
+        flags = whitespace[:, : max(T - 1, 0)].any(dim=0)  # (T-1,): token t-1 is whitespace
+        self.ws_steps = set((flags.nonzero()[:, 0] + 1).tolist())
+
+    @property
+    def closed(self) -> torch.Tensor:
+        """(B, T, K, K) moves into t forbidden by the whitespace rule (for tests)."""
+        return whitespace_closed(self.whitespace, self.is_inside)
+
+    def closed_at(self, t: int) -> Optional[torch.Tensor]:
+        """(B, K, K) moves into t forbidden by the whitespace rule, None when there are none."""
+        if t not in self.ws_steps:
+            return None
+        return self.whitespace[:, t - 1, None, None] & self.ends
 
     def move(self, t: int) -> torch.Tensor:
         """(B, K, K) scores of moving into position t."""
-        return self.trans.masked_fill(self.closed[:, t], NEG_INF)
+        closed = self.closed_at(t)
+        return self.trans if closed is None else self.trans.masked_fill(closed, NEG_INF)
+
+    def _by_length(self):
+        """The batch sorted longest first, so that step t runs over the n_t docs longer than t
+        (a prefix): order and its inverse (B,), n_t per step (host ints, one copy of the
+        lengths per batch), and the sorted emissions, lengths, moves and whitespace flags."""
+        order = torch.argsort(self.lengths, descending=True, stable=True)
+        unsort = torch.empty_like(order)
+        unsort[order] = torch.arange(order.shape[0], device=order.device)
+        T = self.emissions.shape[1]
+        counts = torch.bincount(self.lengths, minlength=T + 1)  # docs of each length
+        steps = (counts.flip(0).cumsum(0).flip(0)[1 : T + 1]).tolist()  # n_t, t < T
+        pick = lambda x: x.index_select(0, order)  # noqa: E731
+        sorted_ = {
+            "E": pick(self.emissions), "lengths": pick(self.lengths), "start": pick(self.start),
+            "trans": pick(self.trans), "end": pick(self.end), "ws": pick(self.whitespace),
+            "ends": pick(self.ends),
+        }
+        return order, unsort, steps, sorted_
 
     def viterbi(self) -> torch.Tensor:
-        """(B, T) best tag ids (positions past a doc's length are 0), one padded pass."""
-        E, lengths = self.emissions, self.lengths
+        """(B, T) best tag ids (positions past a doc's length are 0), over a shrinking batch."""
+        _, unsort, steps, s = self._by_length()
+        E, lengths, trans = s["E"], s["lengths"], s["trans"]
         B, T, K = E.shape
-        score = self.start + E[:, 0]
-        history = torch.zeros((B, T, K), dtype=torch.long, device=E.device)
+        score = s["start"] + E[:, 0]
+        # A finished doc's back-pointers are the identity, so one backtrack from the last
+        # step serves every length (two small ops per step).
+        history = torch.arange(K, device=E.device).expand(B, T, K).clone()
         for t in range(1, T):
-            best, arg = (score[:, :, None] + self.move(t)).max(dim=1)
-            history[:, t] = arg
-            score = torch.where((t < lengths)[:, None], best + E[:, t], score)
-        last = (score + self.end).argmax(dim=-1)  # (B,)
-        tags = torch.zeros((B, T), dtype=torch.long, device=E.device)
-        current = last
+            n = steps[t]
+            if n == 0:
+                break
+            move = trans[:n]
+            if t in self.ws_steps:
+                move = move.masked_fill(s["ws"][:n, t - 1, None, None] & s["ends"][:n], NEG_INF)
+            best, arg = (score[:n, :, None] + move).max(dim=1)
+            history[:n, t] = arg
+            score = torch.cat([best + E[:n, t], score[n:]])
+        current = (score + s["end"]).argmax(dim=-1, keepdim=True)  # (B, 1)
+        tags = torch.empty((B, T), dtype=torch.long, device=E.device)
         for t in range(T - 1, -1, -1):
-            ends_here = lengths - 1 == t
-            inside = t < lengths - 1
-            current = torch.where(ends_here, last, current)
-            tags[:, t] = torch.where(t < lengths, current, torch.zeros_like(current))
-            if t > 0:
-                prev = history[:, t].gather(1, current[:, None])[:, 0]
-                current = torch.where(inside | ends_here, prev, current)
-        return tags
+            tags[:, t] = current[:, 0]
+            current = history[:, t].gather(1, current)
+        live = torch.arange(T, device=E.device)[None, :] < lengths[:, None]  # (B, T)
+        tags = tags.masked_fill(~live, 0)
+        return tags.index_select(0, unsort)
 
     def forward_backward(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-space forward and backward scores, (B, T, K) each, and log Z (B,).
 
-        alpha[b, t, k]: all paths over 0..t ending in k (emission at t included); beta[b, t, k]:
-        all continuations after t from k, end score included.
+        alpha[b, t, k]: all paths over 0..t ending in k (emission at t included; -inf past
+        the doc's end); beta[b, t, k]: all continuations after t from k, end score included.
+
+        Computed in probability space with a scale per doc and step (the scaled forward
+        algorithm) over a shrinking, length-sorted batch: one batched (1, K) x (K, K) product
+        per step for the docs still running, instead of a log-sum-exp over the padded
+        (B, K, K); exact up to rounding. Entries more than ~700 nats below their step's best
+        underflow to -inf (they carry no probability mass). :meth:`forward_backward_log` is
+        the log-space reference.
         """
+        _, unsort, steps, s = self._by_length()
+        E, lengths, trans, end = s["E"], s["lengths"], s["trans"], s["end"]
+        B, T, K = E.shape
+        t_max = trans.amax(dim=(1, 2))  # (B,) finite: O -> O is always allowed
+        P = torch.exp(trans - t_max[:, None, None])  # (B, K, K)
+        e_max = E.amax(dim=2)  # (B, T) finite: O is always allowed
+        Q = torch.exp(E - e_max[:, :, None])  # (B, T, K)
+        tiny = torch.finfo(E.dtype).tiny
+
+        def moves(t: int, n: int) -> torch.Tensor:
+            if t not in self.ws_steps:
+                return P[:n]
+            return P[:n].masked_fill(s["ws"][:n, t - 1, None, None] & s["ends"][:n], 0.0)
+
+        def rescale(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+            scale = x.amax(dim=1)
+            scale = torch.where(scale > tiny, scale, torch.ones_like(scale))
+            return x / scale[:, None], torch.log(scale)
+
+        alpha = E.new_full((B, T, K), NEG_INF)
+        first = s["start"] + E[:, 0]
+        log_c = first.amax(dim=1)
+        a = torch.exp(first - log_c[:, None])
+        alpha[:, 0] = torch.log(a) + log_c[:, None]
+        for t in range(1, T):
+            n = steps[t]
+            if n == 0:
+                break
+            a, log_s = rescale(torch.bmm(a[:n, None, :], moves(t, n))[:, 0] * Q[:n, t])
+            log_c = log_c[:n] + log_s + t_max[:n] + e_max[:n, t]
+            alpha[:n, t] = torch.log(a) + log_c[:, None]
+        end_max = end.amax(dim=1)
+        end_p = torch.exp(end - end_max[:, None])
+        beta = end[:, None, :].expand(B, T, K).clone()
+        b, log_c = end_p.clone(), end_max.clone()
+        for t in range(T - 2, -1, -1):
+            n = steps[t + 1]  # docs with a token after t
+            if n == 0:
+                continue
+            nb, log_s = rescale(torch.bmm(moves(t + 1, n), (Q[:n, t + 1] * b[:n])[:, :, None])[:, :, 0])
+            b = torch.cat([nb, b[n:]])
+            log_c = torch.cat([log_c[:n] + log_s + t_max[:n] + e_max[:n, t + 1], log_c[n:]])
+            beta[:n, t] = torch.log(nb) + log_c[:n, None]
+        last = alpha.gather(1, (lengths - 1).clamp(min=0)[:, None, None].expand(B, 1, K))[:, 0]
+        log_z = torch.logsumexp(last + end, dim=-1)
+        return alpha.index_select(0, unsort), beta.index_select(0, unsort), log_z.index_select(0, unsort)
+
+    def forward_backward_log(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The log-space reference of :meth:`forward_backward` (a log-sum-exp per step)."""
         E, lengths = self.emissions, self.lengths
         B, T, K = E.shape
         alpha = E.new_full((B, T, K), NEG_INF)
@@ -248,16 +348,18 @@ class DomainHead(nn.Module):
 
     def moves(self, domains: List[str], K: int, device) -> Tuple[torch.Tensor, ...]:
         """Per doc, padded to K: is_begin, is_inside, valid (B, K); allowed start, end (B, K)
-        and transitions (B, K, K)."""
-        B = len(domains)
+        and transitions (B, K, K). Built once per domain of the batch, then gathered per doc."""
+        present = sorted(set(domains))
+        where = {d: i for i, d in enumerate(present)}
         out = {
             name: torch.zeros(shape, dtype=torch.bool)
             for name, shape in (
-                ("begin", (B, K)), ("inside", (B, K)), ("valid", (B, K)), ("start", (B, K)),
-                ("end", (B, K)), ("trans", (B, K, K)),
+                ("begin", (len(present), K)), ("inside", (len(present), K)),
+                ("valid", (len(present), K)), ("start", (len(present), K)),
+                ("end", (len(present), K)), ("trans", (len(present), K, K)),
             )
         }
-        for b, domain in enumerate(domains):
+        for b, domain in enumerate(present):
             tags = self.domain_tags[domain]
             n = len(tags)
             start, trans, end = allowed_moves(tags)
@@ -268,7 +370,11 @@ class DomainHead(nn.Module):
             out["start"][b, :n] = torch.from_numpy(start)
             out["end"][b, :n] = torch.from_numpy(end)
             out["trans"][b, :n, :n] = torch.from_numpy(trans)
-        return tuple(out[k].to(device) for k in ("begin", "inside", "valid", "start", "end", "trans"))
+        index = torch.tensor([where[d] for d in domains], dtype=torch.long, device=device)
+        return tuple(
+            out[k].to(device).index_select(0, index)
+            for k in ("begin", "inside", "valid", "start", "end", "trans")
+        )
 
     def lattice(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str],
@@ -324,13 +430,13 @@ class CRFHead(DomainHead):
         emissions (B, T, K); lengths (B,); gold (B, T) tag ids, a row of -1 for a doc without
         annotation (no loss).
         """
-        labelled = (gold >= 0).any(dim=1)
-        n_docs = max(int(labelled.sum()), 1)
+        labelled = (gold >= 0).any(dim=1).tolist()  # one host copy, not one sync per doc
+        n_docs = max(sum(labelled), 1)
         positions = torch.arange(emissions.shape[1], device=emissions.device)
         mask = positions[None, :] < lengths.to(emissions.device)[:, None]
         loss = emissions.new_zeros(())
         for domain in sorted(set(domains)):
-            rows = [b for b, d in enumerate(domains) if d == domain and bool(labelled[b])]
+            rows = [b for b, d in enumerate(domains) if d == domain and labelled[b]]
             if not rows:
                 continue
             idx = torch.tensor(rows, device=emissions.device)
@@ -344,15 +450,18 @@ class CRFHead(DomainHead):
         B, T, K = emissions.shape
         device = emissions.device
         begin, inside, valid, ok_start, ok_end, ok_trans = self.moves(domains, K, device)
-        start = emissions.new_full((B, K), NEG_INF)
-        end = emissions.new_full((B, K), NEG_INF)
-        trans = emissions.new_full((B, K, K), NEG_INF)
-        for b, domain in enumerate(domains):
+        present = sorted(set(domains))
+        start = emissions.new_full((len(present), K), NEG_INF)
+        end = emissions.new_full((len(present), K), NEG_INF)
+        trans = emissions.new_full((len(present), K, K), NEG_INF)
+        for i, domain in enumerate(present):
             crf = self.get(domain)
             n = crf.num_tags
-            start[b, :n] = crf.start_transitions.to(start.dtype)
-            end[b, :n] = crf.end_transitions.to(end.dtype)
-            trans[b, :n, :n] = crf.transitions.to(trans.dtype)
+            start[i, :n] = crf.start_transitions.to(start.dtype)
+            end[i, :n] = crf.end_transitions.to(end.dtype)
+            trans[i, :n, :n] = crf.transitions.to(trans.dtype)
+        index = torch.tensor([present.index(d) for d in domains], dtype=torch.long, device=device)
+        start, end, trans = (x.index_select(0, index) for x in (start, end, trans))
         lengths = lengths.to(device)
         ok = allowed_tags(whitespace, lengths, begin, inside, valid)
         return Lattice(
@@ -361,7 +470,7 @@ class CRFHead(DomainHead):
             start.masked_fill(~ok_start, NEG_INF),
             trans.masked_fill(~ok_trans, NEG_INF),
             end.masked_fill(~ok_end, NEG_INF),
-            whitespace_closed(whitespace, inside),
+            whitespace,
             inside,
         )
 
@@ -405,7 +514,7 @@ class SoftmaxHead(DomainHead):
             zeros.masked_fill(~ok_start, NEG_INF),
             emissions.new_zeros((B, K, K)).masked_fill(~ok_trans, NEG_INF),
             zeros.masked_fill(~ok_end, NEG_INF),
-            whitespace_closed(whitespace, inside),
+            whitespace,
             inside,
         )
         return lattice.viterbi(), {"logp": logp}

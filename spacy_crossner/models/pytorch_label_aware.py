@@ -30,7 +30,9 @@ from torch import nn
 
 from .pytorch_emitter import Emitter, Losses
 
-from ..decoding import OUTSIDE, allowed_moves, autoregressive_beam_search, whitespace_masks
+from ..decoding import OUTSIDE, allowed_moves, tag_kinds
+from .pytorch_heads import allowed_tags as _allowed_tags
+from .pytorch_heads import whitespace_closed as _whitespace_closed
 
 INVENTORY_KEY = "label_aware_tags"
 NEG_INF = float("-inf")
@@ -59,6 +61,76 @@ def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor, n_bucke
             out = out.index_put((rows,), nn.functional.pad(result, (0, 0, 0, T - high)))
         low = high
     return out
+
+
+def beam_search(
+    step: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor],
+    lengths: torch.Tensor,
+    allowed_start: torch.Tensor,
+    allowed_transitions: torch.Tensor,
+    beam_width: int = 1,
+    allowed_tags: Optional[torch.Tensor] = None,
+    closed: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Beam search (width 1 = greedy) in torch, on the device of the model's scores.
+
+    The same search as :func:`spacy_crossner.decoding.autoregressive_beam_search` (its numpy
+    reference, against which it is tested), with every argument and the whole state as
+    tensors, so nothing crosses to the host during decoding: the caller copies the result once.
+    step: ``step(t, parents, prev_tags) -> logp``, (N, W) long tensors, (N, W, K) float.
+    lengths: (N,) long (CPU or device). allowed_start (N, K), allowed_transitions (N, K, K),
+    allowed_tags (N, T, K), closed (N, T, K, K): bool on the model's device (see the reference).
+    RETURNS: tags (N, T) and rows (N, T) long: the best sequence and, per position, the beam
+    slot whose ``step`` scores produced its tag (0 past a doc's length).
+    """
+    if beam_width < 1:
+        raise ValueError(f"beam_width must be at least 1, got {beam_width}")
+    device = allowed_start.device
+    N, K = allowed_start.shape
+    W = beam_width
+    steps = int(lengths.max()) if len(lengths) else 0
+    lengths = lengths.to(device)
+    scores = torch.full((N, W), NEG_INF, dtype=torch.float64, device=device)
+    scores[:, 0] = 0.0  # one live beam at the start: the others would be its copies
+    keep = torch.arange(W, device=device)[None, :].expand(N, W)
+    parents = torch.zeros((N, W), dtype=torch.long, device=device)
+    tags = torch.full((N, W), -1, dtype=torch.long, device=device)
+    doc = torch.arange(N, device=device)[:, None]
+    hist_tags, hist_parents = [], []
+    for t in range(steps):
+        logp = step(t, parents, tags).double()
+        if t == 0:
+            allowed = allowed_start[:, None, :].expand(N, W, K)
+        else:
+            prev = tags.clamp(min=0)
+            allowed = allowed_transitions[doc, prev]  # (N, W, K)
+            if closed is not None:
+                allowed = allowed & ~closed[doc, t, prev]
+        if allowed_tags is not None:
+            allowed = allowed & allowed_tags[:, t, None, :]
+        cand = torch.where(allowed, scores[:, :, None] + logp, NEG_INF).reshape(N, W * K)
+        if W == 1:
+            best = cand.argmax(dim=1, keepdim=True)  # the first of equal scores, as the reference
+            top = cand.gather(1, best)
+        else:
+            top, best = torch.sort(cand, dim=1, descending=True, stable=True)
+            top, best = top[:, :W], best[:, :W]
+        active = (t < lengths)[:, None]
+        scores = torch.where(active, top, scores)
+        parents = torch.where(active, best // K, keep)
+        tags = torch.where(active, best % K, tags)
+        hist_tags.append(tags)
+        hist_parents.append(parents)
+    out_tags = torch.zeros((N, steps), dtype=torch.long, device=device)
+    out_rows = torch.zeros((N, steps), dtype=torch.long, device=device)
+    slot = scores.argmax(dim=1, keepdim=True)  # (N, 1)
+    for t in range(steps - 1, -1, -1):
+        active = t < lengths
+        parent = hist_parents[t].gather(1, slot)[:, 0]
+        out_tags[:, t] = torch.where(active, hist_tags[t].gather(1, slot)[:, 0], 0)
+        out_rows[:, t] = torch.where(active, parent, 0)
+        slot = torch.where(active[:, None], parent[:, None], slot)
+    return out_tags, out_rows
 
 
 class LabelAwareEmitter(Emitter):
@@ -353,22 +425,29 @@ class LabelAwareEmitter(Emitter):
         key_mask = (torch.arange(n)[None, :] < lengths[:, None]).to(device)  # (B, n)
         table = self.embedding_table()
         Wo, bo = self.output_layer()
-        allowed_start = numpy.zeros((B, K), dtype=bool)
-        allowed_trans = numpy.zeros((B, K, K), dtype=bool)
+        # BIO and whitespace constraints as masks on the device, built once per domain
+        present = sorted(set(domains))
+        moves = torch.zeros((len(present), K + K * K + 2 * K), dtype=torch.bool)
+        for i, d in enumerate(present):
+            start, trans = self.domain_moves[d]
+            k = len(start)
+            begin, inside = tag_kinds(self.domain_tags[d])
+            padded = numpy.zeros((K + K * K + 2 * K,), dtype=bool)
+            padded[:k] = start
+            padded[K : K + K * K].reshape(K, K)[:k, :k] = trans
+            padded[K + K * K : K + K * K + k] = begin
+            padded[K + K * K + K : K + K * K + K + k] = inside
+            moves[i] = torch.from_numpy(padded)
+        which = torch.tensor([present.index(d) for d in domains], dtype=torch.long)
+        moves = moves.index_select(0, which).to(device)
+        allowed_start = moves[:, :K]
+        allowed_trans = moves[:, K : K + K * K].view(B, K, K)
+        is_begin, is_inside = moves[:, K + K * K : K + K * K + K], moves[:, K + K * K + K :]
         allowed_tags = closed = None
         if whitespace is not None and bool(whitespace.any()):
-            ws = whitespace.cpu().numpy()
-            allowed_tags = numpy.ones((B, n, K), dtype=bool)
-            closed = numpy.zeros((B, n, K, K), dtype=bool)
-        for b, d in enumerate(domains):
-            start, trans = self.domain_moves[d]
-            allowed_start[b, : len(start)] = start
-            allowed_trans[b, : len(start), : len(start)] = trans
-            if allowed_tags is not None:
-                k, length = len(start), int(lengths[b])
-                ok, shut = whitespace_masks(self.domain_tags[d], ws[b, :length])
-                allowed_tags[b, :length, :k] = ok
-                closed[b, :length, :k, :k] = shut
+            ws = whitespace.to(device)
+            allowed_tags = _allowed_tags(ws, lengths.to(device), is_begin, is_inside, valid)
+            closed = _whitespace_closed(ws, is_inside)
         state = {
             "h": H.new_zeros((1, B * W, h)),
             "c": H.new_zeros((1, B * W, h)),
@@ -382,15 +461,15 @@ class LabelAwareEmitter(Emitter):
         def active_rows(t: int) -> torch.Tensor:
             return (row_lengths > t).nonzero()[:, 0].to(device)
 
-        def step(t: int, parents: numpy.ndarray, prev_tags: numpy.ndarray) -> numpy.ndarray:
-            rows = (base + torch.as_tensor(parents, device=device)).reshape(-1)
+        def step(t: int, parents: torch.Tensor, prev_tags: torch.Tensor) -> torch.Tensor:
+            rows = (base + parents).reshape(-1)
             for key in ("S", "F"):
                 state[key] = state[key][rows]
             h0, c0 = state["h"][:, rows], state["c"][:, rows]
             if t == 0:
                 ids = torch.full((B * W,), self.x_id, dtype=torch.long, device=device)
             else:
-                local = torch.as_tensor(prev_tags.reshape(-1), device=device)
+                local = prev_tags.reshape(-1)
                 ids = torch.gather(rows_idx, 1, local[:, None])[:, 0]
             s = table[ids]  # (B*W, d2)
             state["S"][:, t] = s
@@ -419,15 +498,20 @@ class LabelAwareEmitter(Emitter):
             )
             history.append(logits.view(B, W, K))
             logp = torch.log_softmax(logits.masked_fill(~rows_valid, NEG_INF), dim=-1)
-            return logp.view(B, W, K).detach().cpu().numpy()
+            return logp.view(B, W, K)
 
-        tags, rows = autoregressive_beam_search(
-            step, [int(x) for x in lengths], allowed_start, allowed_trans, beam_width=W,
+        tags, rows = beam_search(
+            step, lengths, allowed_start, allowed_trans, beam_width=W,
             allowed_tags=allowed_tags, closed=closed,
         )
-        scores = []
-        for b, ids in enumerate(tags):
-            k = len(self.domain_globals[domains[b]])
-            path = torch.stack([history[t][b, rows[b][t], :k] for t in range(len(ids))])
-            scores.append(path)
-        return tags, scores
+        steps = tags.shape[1]
+        logits = torch.stack(history, 1)  # (B, n, W, K)
+        path = logits.gather(2, rows[:, :, None, None].expand(B, steps, 1, K))[:, :, 0]
+        # the one copy to the host, after the search
+        tags, path = tags.cpu(), path.cpu()
+        out_tags, scores = [], []
+        for b, d in enumerate(domains):
+            n_b, k = int(lengths[b]), len(self.domain_globals[d])
+            out_tags.append(tags[b, :n_b].tolist())
+            scores.append(path[b, :n_b, :k])
+        return out_tags, scores

@@ -32,6 +32,9 @@ LM_VOCAB_KEY = "lm_vocab"
 O_TYPE = "O"
 ATTENTION_SHARING = ("per_domain_code", "shared")
 ATT_LOSS_ON = ("probs_code", "scores_paper")
+# Up to this many attention sets in a batch, all are applied in one stacked GEMM; beyond, each
+# sentence's own set in per-sentence products.
+STACKED_SETS = 2
 
 
 def tag_type(tag: str) -> str:
@@ -205,16 +208,26 @@ class MultiCellEncoder(nn.Module):
             P = self.att_p[s].transpose(1, 2)  # (2, d, a)
             Q = q_all[s].transpose(1, 2)  # (2, d, a)
             v = self.att_v[s][:, None, :, None]  # (2, 1, a, 1)
-        else:
-            # several sets in the batch (mixed domains): score every token with each present
-            # set in one GEMM, then keep its own set's scores (the others get exactly zero
-            # gradient from it); cheaper than per-sentence matrix-vector products
+        elif set_ids.numel() <= STACKED_SETS:
+            # two sets in the batch (mixed domains): score every token with both in one large
+            # GEMM, then keep its own set's scores (the other gets exactly zero gradient from
+            # it); at two sets one large GEMM beats per-sentence products (benchmarks/
+            # multi_cell_ab.py)
+            stacked = True
             S = set_ids.numel()
             a = self.att_width
             P = self.att_p.index_select(0, set_ids).permute(1, 3, 0, 2).reshape(2, d, S * a)
             Q = q_all.index_select(0, set_ids).permute(1, 3, 0, 2).reshape(2, d, S * a)
             v = self.att_v.index_select(0, set_ids).transpose(0, 1)  # (2, S, a)
             own = (sets[:, None] == set_ids[None, :]).to(X.dtype)  # (B, S) one-hot
+        else:
+            # more sets: each sentence's own P, Q, v gathered once per batch (sentence-major,
+            # so that the first n sentences are one contiguous block), then one batched product
+            # per step over (sentence, direction): the work no longer grows with the sets
+            stacked = False
+            P = self.att_p.index_select(0, sets).transpose(2, 3).contiguous()  # (B, 2, d, a)
+            Q = q_all.index_select(0, sets).transpose(2, 3).contiguous()  # (B, 2, d, a)
+            v = self.att_v.index_select(0, sets).transpose(0, 1)[..., None]  # (2, B, a, 1)
         cell_mask = cell_mask.to(device).index_select(0, order)
         blocked = None if bool(cell_mask.all()) else ~cell_mask[None, :, :]  # (1, B, l)
         h = X.new_zeros((2, B, d))
@@ -234,11 +247,15 @@ class MultiCellEncoder(nn.Module):
                 pc = torch.bmm(c_bar, P)  # (2, n, a)
                 qc = torch.bmm(c_k.reshape(2, n * l, d), Q).view(2, n, l, -1)
                 score = torch.matmul(torch.tanh(pc[:, :, None, :] + qc), v).squeeze(-1)
-            else:
+            elif stacked:
                 pc = torch.bmm(c_bar, P).view(2, n, 1, S, a)
                 qc = torch.bmm(c_k.reshape(2, n * l, d), Q).view(2, n, l, S, a)
                 score_all = (torch.tanh(pc + qc) * v[:, None, None]).sum(-1)  # (2, n, l, S)
                 score = (score_all * own[None, :n, None, :]).sum(-1)
+            else:
+                pc = torch.matmul(c_bar.transpose(0, 1)[:, :, None, :], P[:n]).transpose(0, 1)  # (2, n, 1, a)
+                qc = torch.matmul(c_k.transpose(0, 1), Q[:n]).transpose(0, 1)  # (2, n, l, a)
+                score = torch.matmul(torch.tanh(pc + qc), v[:, :n]).squeeze(-1)  # (2, n, l)
             if blocked is not None:
                 score = score.masked_fill(blocked[:, :n], float("-inf"))  # (2, n, l)
             alpha = torch.softmax(score, dim=-1)

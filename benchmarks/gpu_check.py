@@ -1,0 +1,271 @@
+"""The GPU path, proven (issue 14): every architecture trains on GPU 0 from the same config as
+on CPU, with no silent CPU fallback, and a pipeline trained on the GPU predicts the same on the
+CPU.
+
+Usage (from the repository root, on a machine with a CUDA GPU, cupy and a CUDA torch)::
+
+    python benchmarks/gpu_check.py [--steps 30] [--docs 64] [--archs bilstm_crf,...]
+
+For each architecture (its config in configs/, loaded with ``spacy.util.load_config`` and tiny
+overrides: the CrossNER AI domain, a few dozen steps of 16 sentences):
+
+1. ``spacy.require_gpu(0)``; the pipeline is built from the config and initialized on AI train
+   sentences (``--docs``) and trained ``--steps`` steps with ``nlp.update``;
+2. checks: thinc's ops of every component's model are ``CupyOps``; every parameter and buffer
+   of every torch module (PyTorchWrapper_v2 shims and HF transformers) lives on ``cuda``;
+3. GPU words/s of training (``nlp.update``) and inference (``nlp.pipe`` over AI test), with
+   ``torch.cuda.synchronize()`` before each clock reading;
+4. the pipeline is saved, loaded in a subprocess on the CPU (``CUDA_VISIBLE_DEVICES=""``,
+   ``spacy.require_cpu()``) and must predict the same entities (and token tags) on the test
+   sentences as on the GPU.
+
+Prints a table and exits 1 if any check fails; prints "no GPU" and exits 0 where there is none.
+``--device cpu`` runs the same flow on the CPU (checks: NumpyOps, parameters on cpu), as a
+smoke test of the script where no GPU is available.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner
+CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
+DOMAIN = "ai"
+# architecture -> (config, overrides)
+ARCHS = {
+    "bilstm_crf": ("bilstm_target.cfg", {}),
+    "multi_cell": ("multi_cell_sda.cfg", {}),
+    "pgn": ("pgn_sda.cfg", {}),
+    "moee": ("moee_zero.cfg", {"vars.source_domain": DOMAIN, "vars.target_domains": []}),
+    "transformer_tagger": ("trf_target.cfg", {}),
+    "label_aware": ("label_aware_source.cfg", {"vars.source_domain": DOMAIN}),
+}
+
+
+def has_gpu() -> bool:
+    try:
+        import cupy  # noqa: F401
+        import torch
+
+        return torch.cuda.is_available() and cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+_CORPUS = []
+
+
+def corpus_dir() -> Path:
+    """CrossNER AI converted once per run (``python -m spacy_crossner convert``'s function)."""
+    if not _CORPUS:
+        from spacy_crossner.convert import convert
+
+        out = Path(tempfile.mkdtemp(prefix="gpu_check_")) / DOMAIN
+        convert(CROSSNER / DOMAIN, out, domain=DOMAIN)
+        _CORPUS.append(out)
+    return _CORPUS[0]
+
+
+def read_docs(split: str, limit: int):
+    import spacy
+
+    from spacy_crossner.convert import column_file_to_docs
+    from spacy_crossner.formats import read_column_file
+
+    vocab = spacy.blank("en").vocab
+    docs = list(column_file_to_docs(read_column_file(CROSSNER / DOMAIN / f"{split}.txt"), vocab, domain=DOMAIN))
+    return docs[:limit]
+
+
+def build(arch: str):
+    """The pipeline of ``arch``'s config with the AI domain as its target."""
+    from spacy.util import load_config, load_model_from_config
+
+    config_name, extra = ARCHS[arch]
+    path = ROOT / "configs" / config_name
+    # the corpora's paths point at converted AI files (the readers check their paths when the
+    # pipeline is initialized; the training data itself comes from this script)
+    paths = load_config(path, interpolate=False)["paths"]
+    corpus = corpus_dir()
+    overrides = {
+        f"paths.{key}": str(corpus / ("dev.spacy" if key.endswith("dev") else "train.spacy"))
+        for key in paths if key.endswith(("train", "dev"))
+    }
+    overrides.update({"vars.target_domain": DOMAIN, **extra})
+    config = load_config(path, overrides=overrides, interpolate=True)
+    return load_model_from_config(config, auto_fill=True, validate=True)
+
+
+def examples_of(nlp, docs):
+    from spacy.tokens import Doc
+    from spacy.training import Example
+
+    from spacy_crossner import set_domain
+
+    out = []
+    for doc in docs:
+        pred = Doc(nlp.vocab, words=[t.text for t in doc])
+        set_domain(pred, DOMAIN)
+        out.append(Example(pred, doc))
+    return out
+
+
+def fresh(nlp, docs):
+    from spacy.tokens import Doc
+
+    from spacy_crossner import set_domain
+
+    out = []
+    for doc in docs:
+        new = Doc(nlp.vocab, words=[t.text for t in doc])
+        set_domain(new, DOMAIN)
+        out.append(new)
+    return out
+
+
+def predictions(docs):
+    return [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs]
+
+
+def device_problems(nlp, device: str):
+    """Every component model's ops and every torch tensor's device that is not ``device``."""
+    import torch
+    from thinc.api import CupyOps, NumpyOps
+
+    want_ops = CupyOps if device == "cuda" else NumpyOps
+    problems = []
+    n_tensors = 0
+    for name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if model is None:
+            continue
+        for node in model.walk():
+            if not isinstance(node.ops, want_ops):
+                problems.append(f"{name}: layer {node.name} has {type(node.ops).__name__}")
+            for shim in node.shims:
+                module = getattr(shim, "_model", None)
+                if isinstance(module, torch.nn.Module):
+                    for pname, tensor in list(module.named_parameters()) + list(module.named_buffers()):
+                        n_tensors += 1
+                        if tensor.device.type != device:
+                            problems.append(f"{name}: {node.name}.{pname} on {tensor.device}")
+    return problems, n_tensors
+
+
+def check(arch: str, args, device: str) -> dict:
+    import spacy
+    import torch
+    from thinc.api import fix_random_seed
+
+    if device == "cuda":
+        spacy.require_gpu(0)
+    else:
+        spacy.require_cpu()
+    fix_random_seed(0)
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    nlp = build(arch)
+    train = examples_of(nlp, read_docs("train", args.docs))
+    test_docs = read_docs("test", args.test_docs)
+    optimizer = nlp.initialize(lambda: train)
+    batches = [train[i % len(train) : i % len(train) + 16] for i in range(0, 16 * args.steps, 16)]
+    nlp.update(batches[0], sgd=optimizer)  # warm-up (kernels, allocator)
+    sync()
+    start, words = time.perf_counter(), 0
+    for batch in batches[1:]:
+        nlp.update(batch, sgd=optimizer)
+        words += sum(len(eg) for eg in batch)
+    sync()
+    train_wps = words / (time.perf_counter() - start)
+    problems, n_tensors = device_problems(nlp, device)
+    list(nlp.pipe(fresh(nlp, test_docs[:16])))
+    sync()
+    docs = fresh(nlp, test_docs)
+    start = time.perf_counter()
+    docs = list(nlp.pipe(docs, batch_size=256))
+    sync()
+    infer_wps = sum(len(d) for d in docs) / (time.perf_counter() - start)
+    on_device = predictions(docs)
+    tags = [[t.ent_iob_ + ("-" + t.ent_type_ if t.ent_type_ else "") for t in d] for d in docs]
+    with tempfile.TemporaryDirectory() as tmp:
+        nlp.to_disk(Path(tmp) / "model")
+        words_file = Path(tmp) / "words.json"
+        words_file.write_text(json.dumps([[t.text for t in d] for d in docs]))
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
+        proc = subprocess.run(
+            [sys.executable, __file__, "--predict-cpu", str(Path(tmp) / "model"), str(words_file)],
+            capture_output=True, text=True, env=env,
+        )
+    if proc.returncode != 0:
+        problems.append(f"loading on CPU failed: {proc.stderr[-1500:]}")
+    else:
+        on_cpu = json.loads(proc.stdout.strip().splitlines()[-1])
+        ents_cpu = [[tuple(e) for e in doc] for doc in on_cpu["ents"]]
+        n_diff = sum(a != b for a, b in zip(on_device, ents_cpu))
+        n_diff_tags = sum(a != b for a, b in zip(tags, on_cpu["tags"]))
+        if n_diff or n_diff_tags:
+            problems.append(f"CPU predictions differ on {n_diff} docs (entities), {n_diff_tags} (tags)")
+    return {
+        "arch": arch, "device": device, "train_wps": train_wps, "infer_wps": infer_wps,
+        "torch_tensors": n_tensors, "problems": problems,
+        "n_entities": sum(len(d) for d in on_device),
+    }
+
+
+def predict_cpu(model_dir: str, words_file: str) -> None:
+    """The subprocess side: load on the CPU, tag the same words, print JSON."""
+    import spacy
+    import torch
+    from spacy.tokens import Doc
+
+    from spacy_crossner import set_domain
+
+    torch.set_num_threads(1)
+    spacy.require_cpu()
+    nlp = spacy.load(model_dir)
+    docs = []
+    for words in json.loads(Path(words_file).read_text()):
+        doc = Doc(nlp.vocab, words=words)
+        set_domain(doc, DOMAIN)
+        docs.append(doc)
+    docs = list(nlp.pipe(docs, batch_size=256))
+    tags = [[t.ent_iob_ + ("-" + t.ent_type_ if t.ent_type_ else "") for t in d] for d in docs]
+    print(json.dumps({"ents": predictions(docs), "tags": tags}))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30, help="training steps of 16 sentences")
+    parser.add_argument("--docs", type=int, default=128, help="AI train sentences")
+    parser.add_argument("--test-docs", type=int, default=431, help="AI test sentences")
+    parser.add_argument("--archs", default=",".join(ARCHS), help="architectures (comma-separated)")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cuda (the check); cpu = the same flow on the CPU, a smoke test")
+    parser.add_argument("--predict-cpu", nargs=2, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.predict_cpu:
+        predict_cpu(*args.predict_cpu)
+        return 0
+    if args.device == "cuda" and not has_gpu():
+        print("no GPU")
+        return 0
+    rows = [check(arch, args, args.device) for arch in args.archs.split(",")]
+    print(f"| arch | device | train wps | infer wps | torch tensors checked | entities | result |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for r in rows:
+        result = "ok" if not r["problems"] else "FAIL: " + "; ".join(r["problems"][:5])
+        print(f"| {r['arch']} | {r['device']} | {r['train_wps']:,.0f} | {r['infer_wps']:,.0f} | "
+              f"{r['torch_tensors']} | {r['n_entities']} | {result} |")
+    return 1 if any(r["problems"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
