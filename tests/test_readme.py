@@ -142,6 +142,14 @@ def check_command(cwd: str, tokens):
                     assert extra in setup_extras(), f"setup.py has no extra '{extra}'"
     elif tokens[:3] == ["python", "-m", "build"]:
         assert tokens[-1] == "." and (here / "setup.py").exists()
+    elif tokens[0] == "dask":
+        # Dask's own CLI (the [distributed] extra): the subcommand and its options exist
+        dask = Path(sys.executable).with_name("dask")
+        res = subprocess.run([str(dask), tokens[1], "--help"], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        for token in tokens[2:]:
+            if token.startswith("--"):
+                assert token in res.stdout, f"dask {tokens[1]} has no option {token}"
     elif tokens[0] not in ("python3", ".", "mkdir", "python", "torchrun", "accelerate"):
         raise AssertionError(f"the test does not know how to check: {' '.join(tokens)}")
     elif tokens[0] == "python" and tokens[1] != "-c":
