@@ -317,8 +317,8 @@ def write_report(args, rows: List[Dict], total: float, load: str) -> None:
         f"- Command (from the repository root): `python benchmarks/speed.py {' '.join(args.argv)}`",
         f"- Machine: {os.cpu_count()} CPU cores, {cpu_model()}, no GPU; torch {torch.__version__}, "
         f"spaCy {spacy.__version__}, Python {platform.python_version()}; torch/OpenMP threads 1; "
-        f"load average at start / end: {load}. Shared with other engineers' jobs: read the ratios "
-        "(measured side by side, interleaved), not the absolute words/s.",
+        f"load average at start / end: {load} (the benchmark's own processes count in it); read the "
+        "ratios (measured side by side, interleaved), not the absolute words/s.",
         f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; total {total / 60:.1f} min; "
         f"{args.rounds_done} of {args.rounds} interleaved round(s), medians; raw rows in `benchmarks/results/speed.json`.",
         f"- Docs: {args.train_docs} training / {args.infer_docs} test sentences per set "
