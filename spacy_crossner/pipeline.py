@@ -159,11 +159,13 @@ def make_configure_callback(
         if labels_from:
             for domain, label in _labels_in_corpus(nlp, labels_from, labels_domain, target_domain):
                 pipe.add_label(label, domain=domain)
+        if pipe.target_domain is None and len(pipe.cfg["labels"]) > 1:
+            pipe.target_domain = infer_target_domain(nlp, pipe, labels_from)
         if init_from:
             if pipe.target_domain is None:
                 raise ValueError(
                     "[initialize.after_init] spacy_crossner.configure_crossner.v1: init_from "
-                    "needs target_domain"
+                    "needs the target domain: set target_domain there (--vars.target_domain NAME)"
                 )
             pipe.init_domain_from(init_from, pipe.target_domain)
         return nlp
@@ -194,6 +196,60 @@ def _labels_in_corpus(
             for ent in doc.ents:
                 seen.setdefault((own, ent.label_), None)
     return list(seen)
+
+
+def infer_target_domain(
+    nlp: Language, pipe: "CrossNER", labels_from: Optional[str] = None
+) -> Optional[str]:
+    """The target domain of a component trained on several labelled domains with no
+    ``target_domain`` set: the one labelled domain of the target corpus (``labels_from``, when
+    given) or else of the dev corpus (``[training] dev_corpus``). Prints the choice. Returns
+    None when there is no corpus to read (a pipeline built in code: its docs carry their
+    domains); raises a ValueError naming ``--vars.target_domain`` when the corpus does not
+    single one out."""
+    from pathlib import Path
+
+    from wasabi import msg
+
+    from .docbin import read_docbin, spacy_files
+
+    if labels_from and Path(labels_from).exists():
+        where = f"labels_from = {labels_from}"
+        docs = [doc for file in spacy_files(Path(labels_from)) for doc in read_docbin(file, nlp.vocab)]
+    else:
+        where, docs = _dev_corpus_docs(nlp)
+        if docs is None:
+            return None
+    labelled = sorted(pipe.cfg["labels"])
+    domains = [d for d in dict.fromkeys(doc_domain(doc, None) for doc in docs) if d is not None]
+    chosen = [d for d in domains if d in pipe.cfg["labels"]]
+    if len(chosen) == 1:
+        msg.info(
+            f"[components.{pipe.name}] target_domain = '{chosen[0]}': the domain of {where} "
+            f"(labelled domains: {', '.join(labelled)}); set --vars.target_domain to choose another"
+        )
+        return chosen[0]
+    seen = f"its docs have the domains {domains}" if domains else "its docs have no labelled domain"
+    raise ValueError(
+        f"[components.{pipe.name}] target_domain is not set and the training data has several "
+        f"labelled domains ({', '.join(labelled)}), and {where} does not single one out "
+        f"({seen}). Name it: spacy train ... --vars.target_domain NAME (or target_domain in "
+        f"[components.{pipe.name}])."
+    )
+
+
+def _dev_corpus_docs(nlp: Language) -> Tuple[str, Optional[List[Doc]]]:
+    """The reference docs of the pipeline config's ``[training] dev_corpus``, or None when the
+    config has no dev corpus to read (e.g. a pipeline built in code)."""
+    name = nlp.config.get("training", {}).get("dev_corpus")
+    where = f"the dev corpus [{name}]"
+    if not name:
+        return where, None
+    try:
+        corpus = util.resolve_dot_names(nlp.config.interpolate(), [name])[0]
+    except Exception:  # no such section, or its paths unset: nothing to read
+        return where, None
+    return where, [eg.reference for eg in corpus(nlp)]
 
 
 class CrossNER(TrainablePipe):
@@ -401,6 +457,8 @@ class CrossNER(TrainablePipe):
         for domain in self.cfg["labels"]:
             self.cfg["labels"][domain] = sorted(self.cfg["labels"][domain])
         self._validate_domains()
+        if self.cfg["target_domain"] is None and len(self.cfg["labels"]) > 1 and nlp is not None:
+            self.cfg["target_domain"] = infer_target_domain(nlp, self)
         self._sync_model_attrs()
         init_corpus = self.model.attrs.get("init_corpus")
         if init_corpus is not None:

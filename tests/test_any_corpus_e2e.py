@@ -166,17 +166,20 @@ def test_target_only_training_and_evaluation(corpora, name, tmp_path):
 
 
 @pytest.mark.parametrize("name", list(SENTENCES))
-def test_joint_training_with_a_non_conll_source(corpora, name, tmp_path):
+def test_joint_training_with_a_non_conll_source(corpora, name, tmp_path, capsys):
+    # no --vars.target_domain: the target is the labelled domain of the dev corpus's docs
     source = "tab8" if name != "tab8" else "bio"
     model = tiny_train("bilstm_joint.cfg", tmp_path / "joint", {
         "paths.source_train": str(corpora[source] / "train.spacy"),
         "paths.target_train": str(corpora[name] / "train.spacy"),
         "paths.target_dev": str(corpora[name] / "dev.spacy"),
-        "vars.target_domain": name,
         "vars.target_upsample": 2,
     })
+    printed = " ".join(capsys.readouterr().out.split())  # wasabi wraps long lines
+    assert f"target_domain = '{name}': the domain of the dev corpus [corpora.dev]" in printed
     pipe = spacy.load(model).get_pipe("crossner")
-    assert set(pipe.domains) == {source, name}
+    assert set(pipe.domains) == {source, name} and pipe.target_domain == name
+    assert pipe.doc_labels(spacy.blank("en")("a b")) == pipe.label_data[name]  # no doc._.domain
     assert set(pipe.label_data[source]) == expected_labels(source)
     assert set(pipe.label_data[name]) == expected_labels(name)
     result = evaluate(model=model, data=corpora[name] / "test.spacy")
@@ -227,3 +230,39 @@ def test_empty_target_corpus_in_a_joint_config_names_the_section(corpora, tmp_pa
         })
     assert "[corpora.*.domains.target]" in str(info.value) and str(empty) in str(info.value)
     assert "Unknown domain" not in str(info.value)
+
+
+def test_target_domain_that_the_dev_corpus_does_not_single_out_is_asked_for(corpora, tmp_path):
+    mixed = DocBin(store_user_data=True)
+    for name in ("bio", "tab8"):
+        for doc in read(corpora[name] / "dev.spacy"):
+            mixed.add(doc)
+    mixed.to_disk(tmp_path / "mixed.spacy")
+    with pytest.raises(ValueError) as info:
+        tiny_train("bilstm_joint.cfg", tmp_path / "joint", {
+            "paths.source_train": str(corpora["tab8"] / "train.spacy"),
+            "paths.target_train": str(corpora["bio"] / "train.spacy"),
+            "paths.target_dev": str(tmp_path / "mixed.spacy"),
+        })
+    message = str(info.value)
+    assert "--vars.target_domain" in message and "[corpora.dev]" in message
+    assert "'bio'" in message and "'tab8'" in message
+
+
+def test_finetune_reads_the_target_domain_from_its_corpus(corpora, tmp_path, capsys):
+    pretrained = tiny_train("bilstm_pretrain.cfg", tmp_path / "pre", {
+        "paths.source_train": str(corpora["tab8"] / "train.spacy"),
+        "paths.source_dev": str(corpora["tab8"] / "dev.spacy"),
+    })
+    train(CONFIGS / "bilstm_finetune.cfg", tmp_path / "fine", use_gpu=-1, overrides={
+        "paths.pretrained": str(pretrained),
+        "paths.target_train": str(corpora["bio"] / "train.spacy"),
+        "paths.target_dev": str(corpora["bio"] / "dev.spacy"),
+        "vars.init_from": "tab8",
+        "training.max_steps": 3,
+        "training.eval_frequency": 1,
+    })
+    model = tmp_path / "fine" / "model-last"
+    assert "target_domain = 'bio': the domain of labels_from" in " ".join(capsys.readouterr().out.split())
+    pipe = spacy.load(model).get_pipe("crossner")
+    assert pipe.target_domain == "bio" and set(pipe.domains) == {"tab8", "bio"}
