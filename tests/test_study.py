@@ -1,0 +1,311 @@
+"""benchmarks/study.py without training: which runs a study plans, the ``spacy train`` and
+``spacy_crossner evaluate`` arguments of each kind of run, the peers' generated configs, and the
+report written from a few hand-made result files."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.cli._util import parse_config_overrides
+from spacy.tokens import DocBin
+from spacy.util import load_config
+
+from util import AI, make_doc
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = importlib.util.spec_from_file_location("study", ROOT / "benchmarks" / "study.py")
+study = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(study)
+
+
+def args_for(tmp_path, *argv):
+    return study.parse(["plan", "--workdir", str(tmp_path / "work"), "--results", str(tmp_path / "results"),
+                        "--corpus", str(tmp_path / "corpus"), "--raw", str(tmp_path / "raw"), *argv])
+
+
+def plan(args):
+    return [(r["method"].name, r["domain"], r["seed"], r["features"]) for r in study.planned(args)]
+
+
+def overrides_of(targs):
+    """The ``--section.key value`` pairs of spacy train arguments (after the config and
+    --output), as spaCy parses them."""
+    assert targs[1] == "--output"
+    return parse_config_overrides(targs[3:])
+
+
+def test_every_method_names_a_config_baseline_and_stage_that_exist():
+    for method in study.METHODS + study.STAGE1:
+        if not method.kind.startswith("spacy"):
+            for features in method.features:
+                assert study.config_path(method, None, features).exists(), (method.name, features)
+        if method.baseline_of:
+            base = study.BY_NAME[method.baseline_of]
+            assert base.listed and set(method.features) <= set(base.features), method.name
+        if method.stage1:
+            first = study.BY_NAME[method.stage1]
+            assert first.kind == "source" and set(method.features) <= set(first.features), method.name
+        assert set(method.features) <= set(study.FEATURES), method.name
+    assert {m.name for m in study.METHODS if m.row == 9 and "sm" in m.name} == {"spacy_ner_sm_target"}
+
+
+def test_minilm_rows_are_planned_only_with_minilm_features(tmp_path):
+    args = args_for(tmp_path, "--rows", "2,3,6,7,8", "--domains", "ai", "--seeds", "555")
+    assert [m for m, *_ in plan(args)] == ["multi_cell_sda", "moee_zero"]
+    args = args_for(tmp_path, "--rows", "2", "3", "6", "7", "8", "--features", "minilm", "--domains", "ai", "music",
+                    "--seeds", "555", "666")
+    runs = plan(args)
+    assert len(runs) == 9 * 2 * 2
+    assert list(dict.fromkeys(m for m, *_ in runs)) == [
+        "trf_target", "trf_joint", "trf_finetune", "multi_cell_sda_trf", "trf_source", "moee_zero_trf",
+        "label_aware", "dapt_span", "dapt_token"]
+    assert {f for *_, f in runs} == {"minilm"}
+    assert "label_aware_source" not in {m for m, *_ in runs}  # a stage 1, not a row
+
+
+def test_peers_and_feature_names(tmp_path):
+    args = args_for(tmp_path, "--rows", "9", "--seeds", "555")
+    assert plan(args) == [("spacy_ner_cnn_target", "ai", 555, "spacy_cnn"),
+                          ("spacy_ner_cnn_joint", "ai", 555, "spacy_cnn"),
+                          ("spacy_ner_sm_target", "ai", 555, "spacy_sm")]
+    args = args_for(tmp_path, "--rows", "9", "--seeds", "555", "--features", "minilm")
+    assert ("spacy_ner_minilm_target", "ai", 555, "minilm") in plan(args)
+    # wordchar+sm is the sm features' other name; rows 1 and 3 only
+    args = args_for(tmp_path, "--rows", "1,3,4", "--seeds", "555", "--features", "wordchar+sm")
+    assert args.features == ["sm"]
+    assert plan(args) == [("bilstm_target", "ai", 555, "sm"), ("bilstm_joint", "ai", 555, "sm"),
+                          ("multi_cell_sda", "ai", 555, "sm")]
+    with pytest.raises(SystemExit, match="--features"):
+        args_for(tmp_path, "--features", "bert")
+    with pytest.raises(SystemExit, match="--methods"):
+        args_for(tmp_path, "--methods", "label_aware_source")
+
+
+def test_with_baselines_adds_the_baselines_of_the_chosen_methods(tmp_path):
+    args = args_for(tmp_path, "--methods", "label_aware", "moee_zero_trf", "dapt_span", "--features", "minilm",
+                    "--seeds", "555")
+    assert [m for m, *_ in plan(args)] == ["moee_zero_trf", "label_aware", "dapt_span"]
+    args.with_baselines = True
+    assert [m for m, *_ in plan(args)] == ["trf_target", "trf_finetune", "trf_source", "moee_zero_trf",
+                                           "label_aware", "dapt_span"]
+
+
+def run_args(tmp_path, name, features, *argv, domain="ai", seed=555):
+    args = args_for(tmp_path, "--sm-pipeline", "my_sm", "--vectors", str(tmp_path / "vectors"), *argv)
+    method = study.BY_NAME[name]
+    out = tmp_path / "work" / "out"
+    return args, method, study.train_args(method, args, domain, seed, features, out)
+
+
+def check_overrides_exist(config: Path, overrides: dict):
+    """Every override names a setting the config has (spaCy would silently add a new one), but
+    vars.source_domain, which the study passes to every config of ours."""
+    cfg = load_config(config, interpolate=False)
+    for key in overrides:
+        if key == "vars.source_domain":
+            continue
+        node = cfg
+        for part in key.split("."):
+            assert part in node, f"{config.name}: {key}"
+            node = node[part]
+
+
+@pytest.mark.parametrize("name,features", [(m.name, f) for m in study.METHODS + study.STAGE1
+                                           for f in m.features if not m.kind.startswith("spacy")])
+def test_train_args_of_our_configs_name_existing_settings(tmp_path, name, features):
+    args, method, targs = run_args(tmp_path, name, features)
+    assert Path(targs[0]) == study.config_path(method, args, features)
+    overrides = overrides_of(targs)
+    check_overrides_exist(Path(targs[0]), overrides)
+    assert overrides["system.seed"] == 555 and overrides["training.max_steps"] == 20000
+    assert ("training.patience" in overrides) == method.early_stopping
+    if method.kind in ("target", "joint", "finetune", "dapt", "uda"):
+        assert overrides["vars.target_domain"] == "ai"
+    if method.kind in ("target", "joint", "finetune", "dapt"):
+        assert overrides["paths.target_train"].endswith("corpus/ai/train.spacy")
+        assert overrides["paths.target_dev"].endswith("corpus/ai/dev.spacy")
+    if method.kind in ("joint", "source", "zero", "uda"):
+        assert overrides["paths.source_train"].endswith("corpus/conll2003/train.spacy")
+    if method.kind in ("source", "zero", "uda"):
+        assert overrides["paths.source_dev"].endswith("corpus/conll2003/dev.spacy")
+
+
+def test_train_args_of_the_new_rows(tmp_path):
+    work = tmp_path / "work"
+    # row 2: pre-train -> fine-tune from the seed's shared trf_source, the authors' shared head
+    _, _, targs = run_args(tmp_path, "trf_finetune", "minilm", seed=666)
+    o = overrides_of(targs)
+    assert targs[0].endswith("configs/trf_finetune.cfg")
+    assert o["paths.pretrained"] == str(work / "trf_source-shared-minilm-s666" / "model-best")
+    assert o["vars.init_from"] == "conll2003"
+    _, _, targs = run_args(tmp_path, "trf_source", "minilm", "--source-limit", "40", "--source-dev-limit", "20")
+    o = overrides_of(targs)
+    assert targs[0].endswith("configs/trf_pretrain.cfg")
+    assert o["corpora.train.limit"] == 40 and o["corpora.dev.limit"] == 20
+    # row 7: stage 2 from label_aware_source's last model (2 epochs, no early stopping), no init_from
+    _, _, targs = run_args(tmp_path, "label_aware", "minilm")
+    o = overrides_of(targs)
+    assert targs[0].endswith("configs/label_aware_target.cfg")
+    assert o["paths.pretrained"] == str(work / "label_aware_source-shared-minilm-s555" / "model-last")
+    assert "vars.init_from" not in o and o["training.max_epochs"] == 0
+    _, _, targs = run_args(tmp_path, "label_aware_source", "minilm")
+    assert targs[0].endswith("configs/label_aware_source.cfg") and "training.patience" not in overrides_of(targs)
+    # row 8: trf_target on the domain's DAPT encoder, named by its settings
+    args, _, targs = run_args(tmp_path, "dapt_span", "minilm", "--dapt-epochs", "3", "--dapt-max-length", "64")
+    o = overrides_of(targs)
+    assert targs[0].endswith("configs/trf_target.cfg")
+    assert o["paths.transformer"] == str(study.dapt_dir(args, "ai", "span"))
+    assert Path(o["paths.transformer"]).name == "dapt_span-ai-e3-n0-b8-lr5e-05-L64-s42"
+    _, _, token = run_args(tmp_path, "dapt_token", "minilm")
+    assert "dapt_token-ai-" in overrides_of(token)["paths.transformer"]
+    # issue 19 §3
+    _, _, targs = run_args(tmp_path, "multi_cell_sda_trf", "minilm")
+    assert targs[0].endswith("configs/multi_cell_sda_trf.cfg") and overrides_of(targs)["vars.target_upsample"] == 10
+    _, _, targs = run_args(tmp_path, "moee_zero_trf", "minilm")
+    assert targs[0].endswith("configs/moee_zero_trf.cfg") and "paths.target_train" not in overrides_of(targs)
+    # the sm features: the *_sm.cfg config and the pipeline's name
+    for name in ("bilstm_target", "bilstm_joint", "multi_cell_sda"):
+        _, _, targs = run_args(tmp_path, name, "sm")
+        assert targs[0].endswith(f"configs/{name}_sm.cfg") and overrides_of(targs)["vars.tok2vec_pipeline"] == "my_sm"
+    _, _, targs = run_args(tmp_path, "bilstm_joint", "wordchar+glove")
+    assert overrides_of(targs)["components.crossner.model.tok2vec.include_static_vectors"] is True
+    args = args_for(tmp_path)
+    with pytest.raises(SystemExit, match="--vectors"):
+        study.train_args(study.BY_NAME["bilstm_joint"], args, "ai", 555, "wordchar+glove", tmp_path)
+
+
+def test_train_args_of_the_peers(tmp_path):
+    work = tmp_path / "work"
+    _, _, targs = run_args(tmp_path, "spacy_ner_minilm_target", "minilm")
+    o = overrides_of(targs)
+    assert targs[0] == str(work / "spacy_ner_minilm.cfg")
+    assert o["paths.train"].endswith("corpus/ai/train.spacy") and o["paths.dev"].endswith("corpus/ai/dev.spacy")
+    _, _, targs = run_args(tmp_path, "spacy_ner_sm_target", "spacy_sm", domain="music")
+    o = overrides_of(targs)
+    assert targs[0] == str(work / "spacy_ner_sm.cfg")
+    assert o["paths.ner_source"] == str(work / "sm_ner-my_sm-music")
+    assert o["paths.train"].endswith("corpus/music/train.spacy")
+    _, _, targs = run_args(tmp_path, "spacy_ner_cnn_joint", "spacy_cnn")
+    assert overrides_of(targs)["paths.train"] == str(work / "joint-conll2003-ai-x10")
+
+
+def test_eval_args(tmp_path):
+    args = args_for(tmp_path)
+    model, out = tmp_path / "m", tmp_path / "o.json"
+    target = study.eval_args(study.BY_NAME["dapt_token"], args, "ai", model, out)
+    assert target == [str(model), f"{args.corpus}/ai/test.spacy", "--output", str(out)]
+    source = study.eval_args(study.BY_NAME["trf_source"], args, "ai", model, out)
+    assert source[-2:] == ["--domain", "conll2003"]
+    zero = study.eval_args(study.BY_NAME["moee_zero_trf"], args, "ai", model, out)
+    assert zero[-4:] == ["--domain", "conll2003", "--labels", study.SOURCE_TYPES]
+    typed = study.eval_args(study.BY_NAME["trf_source"], args, "ai", model, out, study.SOURCE_TYPES)
+    assert typed[-2:] == ["--labels", study.SOURCE_TYPES]
+    args.gpu_id = 0
+    assert study.eval_args(study.BY_NAME["trf_target"], args, "ai", model, out)[-2:] == ["--gpu-id", "0"]
+
+
+def test_generated_peer_configs(tmp_path):
+    args = args_for(tmp_path)
+    path = study.write_spacy_config(study.BY_NAME["spacy_ner_minilm_target"], args)
+    config = load_config(path, overrides={"training.max_steps": 7}, interpolate=True)
+    assert config["nlp"]["pipeline"] == ["transformer", "ner"]
+    assert config["components"]["transformer"]["model"]["name"] == {
+        "@misc": "spacy_crossner.transformer_name.v1", "name": None}
+    assert config["training"]["optimizer"]["learn_rate"]["total_steps"] == 7
+    assert config["components"]["ner"]["model"]["tok2vec"]["@architectures"] == "spacy-transformers.TransformerListener.v1"
+    path = study.write_spacy_config(study.BY_NAME["spacy_ner_sm_target"], args)
+    config = load_config(path, overrides={"paths.ner_source": "somewhere"}, interpolate=True)
+    assert config["nlp"]["pipeline"] == ["ner"] and "tok2vec" not in config["components"]
+    assert config["components"]["ner"] == {"source": "somewhere"}
+
+
+def test_sm_ner_base_adds_the_target_labels(tmp_path):
+    sm = spacy.blank("en")
+    sm.add_pipe("ner").add_label("PERSON")
+    sm.initialize()
+    sm.to_disk(tmp_path / "tiny_sm")
+    (tmp_path / "corpus" / "ai").mkdir(parents=True)
+    DocBin(docs=[make_doc(sm, words, ents, domain) for domain, words, ents in AI], store_user_data=True).to_disk(
+        tmp_path / "corpus" / "ai" / "train.spacy")
+    args = args_for(tmp_path, "--sm-pipeline", str(tmp_path / "tiny_sm"))
+    info = study.make_sm_ner_base(args, "ai")
+    assert info["labels_before"] == ["PERSON"]
+    assert info["labels_added"] == ["algorithm", "metrics", "misc", "organisation", "product", "researcher"]
+    base = spacy.load(study.sm_ner_base(args, "ai"))
+    assert base.pipe_names == ["ner"] and set(base.get_pipe("ner").labels) == {"PERSON", *info["labels_added"]}
+    assert study.make_sm_ner_base(args, "ai") == info  # made once
+
+
+def test_work_lock_takes_over_from_a_dead_process(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "shared.lock").write_text(str(dead.pid))
+    with study.work_lock(tmp_path / "shared", poll=0.01):
+        assert (tmp_path / "shared.lock").read_text() == str(__import__("os").getpid())
+    assert not (tmp_path / "shared.lock").exists()
+
+
+def fake(results: Path, method, domain, seed, features, f, device="cpu", **extra):
+    m = study.BY_NAME[method]
+    data = {"row": m.row, "method": method, "baseline_of": m.baseline_of, "domain": domain, "seed": seed,
+            "features": features, "test": {"p": f, "r": f, "f": f}, "dev_f": f, "best_step": 200,
+            "last_step": 400, "best_not_last": True, "max_steps": 20000, "wall_s": 1.0, "cpu_s": 1.0,
+            "device": device, "config": "", "overrides": [], **extra}
+    (results / f"{method}-{domain}-{features}-s{seed}.json").write_text(json.dumps(data))
+
+
+def test_report_from_fake_results(tmp_path):
+    results = tmp_path / "study"
+    results.mkdir()
+    for domain, shift in (("ai", 0.0), ("music", 10.0)):
+        for seed, noise in ((555, 0.0), (666, 1.0)):
+            fake(results, "trf_target", domain, seed, "minilm", 50 + shift + noise)
+            fake(results, "dapt_token", domain, seed, "minilm", 53 + shift + noise * 2)  # +3 and +4
+            fake(results, "trf_joint", domain, seed, "minilm", 55 + shift)
+            fake(results, "multi_cell_sda_trf", domain, seed, "minilm", 55 + shift + noise - 0.5)  # -0.5 / +0.5
+            fake(results, "spacy_ner_sm_target", domain, seed, "spacy_sm", 52 + shift, device="gpu0")
+    for seed in (555, 666):
+        fake(results, "bilstm_source", "ai", seed, "wordchar", 20.0, test_source_types={"p": 40, "r": 40, "f": 40.0})
+        fake(results, "moee_zero", "ai", seed, "wordchar", 45.0 - seed % 2)  # 45, 44
+    args = study.parse(["report", "--results", str(results)])
+    assert study.main(["report", "--results", str(results)]) == 0
+    text = (tmp_path / "study.md").read_text()
+    assert "| 8 | dapt_token | trf_target | minilm | ai | 2 | 3.50 ± 0.71 | reproduced in direction | +3.29 |" in text
+    assert "| 8 | dapt_token | trf_target | minilm | all | 4 | 3.50 ± 0.58 | reproduced in direction |" in text
+    assert "| 3 | multi_cell_sda_trf | trf_joint | minilm | ai | 2 | 0.00 ± 0.71 | within noise | -0.29 |" in text
+    # zero-shot against the source-only model on the source types (40), not on all types (20)
+    assert "| 6 | moee_zero | bilstm_source | wordchar | ai | 2 | 4.50 ± 0.71 | reproduced in direction | – |" in text
+    # the papers' numbers, with the encoder
+    assert "| trf_target | BERT-base-cased | directly fine-tune, w/o DAPT | 50.37 | 66.59 | 61.44 |" in text
+    assert "moee_zero: MTL+MoEE 69.53" in text
+    assert "| 2 | trf_target | minilm | ai (555, 666); music (555, 666) | cpu |" in text
+    assert "| 9 | spacy_ner_sm_target | spacy_sm | ai (555, 666); music (555, 666) | gpu0 |" in text
+    assert "Below a spaCy peer: trf_target (minilm)." in text  # not the source-only rows
+    assert "| 4 | bilstm_source | wordchar | -" not in text
+    assert "No results yet for row(s) 1, 5, 7." in text
+    summary = (tmp_path / "study_summary.md").read_text()
+    assert "| 8 | dapt_token | minilm | 4 (2 domains) | 59.00 | trf_target | 3.50 ± 0.58 | reproduced in direction | +2.00 | 63.72 (BERT-base-cased) |" in summary
+    assert "| 9 | spacy_ner_sm_target | spacy_sm | 4 (2 domains) | 57.00 | – | – | – | – | – |" in summary
+    png = (tmp_path / "study_f1.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 1000
+    assert args.results == results
+
+
+def test_report_without_results_names_the_option(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="--results"):
+        study.main(["report", "--results", str(tmp_path / "empty")])
+
+
+def test_best_step_reads_the_f1_column_of_the_best_score():
+    log = """E    #       LOSS TRANS...  LOSS CROSSNER  ENTS_F  ENTS_P  ENTS_R  SCORE
+---  ------  -------------  -------------  ------  ------  ------  ------
+  0       0           0.86         118.80    3.18    1.97    8.33    0.03
+  1       2           2.26         199.22    5.26    5.00    5.56    0.05
+  2       4           2.62         211.39    2.33    7.14    1.39    0.02
+"""
+    assert study.best_step(log) == (5.26, 2, 4)
+    assert study.best_step("no table") == (None, None, None)
