@@ -1072,7 +1072,7 @@ def parse_args(argv=None):
     p.add_argument("--with-baselines", action="store_true",
                    help="also run the baselines of the selected methods (same features, domains, seeds)")
     p.add_argument("--domains", nargs="*", default=["ai"], help="target domains (folders of --corpus)")
-    p.add_argument("--seeds", nargs="*", default=["555", "666", "777"])
+    p.add_argument("--seeds", nargs="*", default=["555", "666", "777"], help="training seeds (CrossNER: 555 666 777)")
     p.add_argument("--features", nargs="*", default=["wordchar"],
                    help=f"of {', '.join(k for k in FEATURES if k not in PEER_FEATURES)} (wordchar+sm = sm); "
                    "the spaCy peers' own features always run")
