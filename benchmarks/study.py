@@ -543,9 +543,15 @@ def write_spacy_config(method: Method, args) -> Path:
         config["components"]["transformer"]["model"]["name"] = {
             "@misc": "spacy_crossner.transformer_name.v1", "name": "${paths.transformer}"}
         config["training"]["optimizer"]["learn_rate"]["total_steps"] = "${training.max_steps}"
+        # the batching of configs/trf_target.cfg (16 sentences a step, no accumulation), so a
+        # step costs what ours does: spaCy's default (3 x ~2,000 padded words) is ~10x that
+        config["training"]["accumulate_gradient"] = 1
+        config["training"]["batcher"] = {"@batchers": "spacy.batch_by_sequence.v1", "size": 16,
+                                         "get_length": None}
         header = ("# spaCy's ner on a transformer: `spacy init config -p ner --optimize accuracy --gpu`, the\n"
                   "# transformer set to the bundled MiniLM (--paths.transformer: another), the schedule's\n"
-                  "# total_steps = training.max_steps; written by benchmarks/study.py\n")
+                  "# total_steps = training.max_steps, batches of 16 sentences without accumulation\n"
+                  "# (as configs/trf_target.cfg); written by benchmarks/study.py\n")
     elif method.config == "spacy_ner_sm":
         config["paths"]["ner_source"] = None
         config["nlp"]["pipeline"] = ["ner"]
