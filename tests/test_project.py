@@ -1,6 +1,7 @@
 """Tests of project/project.yml: it validates, is declarative, and its assets match the data."""
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -150,10 +151,7 @@ workflows:
 
 def test_timed_steps_and_the_total_of_a_workflow(tmp_path):
     # a real `spacy project run` of a small project using the project's timing scripts
-    (tmp_path / "scripts").mkdir()
-    for name in ("timed.py", "timings.py"):
-        shutil.copy(PROJECT / "scripts" / name, tmp_path / "scripts" / name)
-    (tmp_path / "project.yml").write_text(TIMED_PROJECT)
+    _project(tmp_path, TIMED_PROJECT)
     res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "all", str(tmp_path)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -172,6 +170,193 @@ def test_timed_steps_and_the_total_of_a_workflow(tmp_path):
     res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "two-lines", str(tmp_path)],
                          capture_output=True, text=True)
     assert res.returncode != 0 and "[time] two-lines: failed after" in res.stdout
+
+
+POOL_PROJECT = """
+title: pool test
+commands:
+  - name: job-a
+    help: a
+    script:
+      - &a "python scripts/timed.py job-a 1 -c 'import time; open(\\"times\\", \\"a\\").write(\\"a %f\\\\n\\" % time.time()); time.sleep(1.5); open(\\"a.txt\\", \\"w\\").write(\\"a\\"); open(\\"times\\", \\"a\\").write(\\"a %f\\\\n\\" % time.time())'"
+    deps: ["project.yml"]
+    outputs: ["a.txt"]
+  - name: job-b
+    help: b
+    script:
+      - &b "python scripts/timed.py job-b 1 --log logs/b.log -c 'import time; open(\\"times\\", \\"a\\").write(\\"b %f\\\\n\\" % time.time()); time.sleep(1.5); print(\\"b done\\"); open(\\"times\\", \\"a\\").write(\\"b %f\\\\n\\" % time.time())'"
+    deps: ["project.yml"]
+    outputs: ["logs/b.log"]
+  - name: job-c
+    help: c needs a
+    script:
+      - &c "python scripts/timed.py job-c 0 -c 'import time; open(\\"times\\", \\"a\\").write(\\"c %f\\\\n\\" % time.time()); open(\\"c.txt\\", \\"w\\").write(open(\\"a.txt\\").read())'"
+    deps: ["a.txt"]
+    outputs: ["c.txt"]
+  - name: three
+    help: the three jobs, two at a time
+    script:
+      - "python scripts/pool.py start three --jobs 2"
+      - *a
+      - *b
+      - *c
+      - "python scripts/timed.py three:last 0 -c 'print(\\"the last line\\")'"
+      - "python scripts/pool.py wait three"
+    deps: ["project.yml"]
+    outputs: ["a.txt", "logs/b.log", "c.txt"]
+  - name: timings
+    help: the table
+    script:
+      - "python scripts/timings.py --workflow all --output reports/timings"
+workflows:
+  all: [three, timings]
+"""
+
+
+def _project(tmp_path, text):
+    (tmp_path / "scripts").mkdir()
+    for name in ("timed.py", "timings.py", "pool.py", "training_log.py"):
+        shutil.copy(PROJECT / "scripts" / name, tmp_path / "scripts" / name)
+    (tmp_path / "project.yml").write_text(text)
+
+
+def test_pool_runs_two_jobs_at_a_time_and_times_each(tmp_path):
+    _project(tmp_path, POOL_PROJECT)
+    env = dict(os.environ, CROSSNER_POOL_POLL="0.2")
+    res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "all", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    out = res.stdout
+    assert res.returncode == 0, out + res.stderr
+    times = {}
+    for line in (tmp_path / "times").read_text().split("\n"):
+        if line:
+            job, t = line.split()
+            times.setdefault(job, []).append(float(t))
+    # a and b ran at the same time; c (which needs a.txt) started after a ended
+    assert times["b"][0] < times["a"][1] and times["a"][0] < times["b"][1]
+    assert times["c"][0] >= times["a"][1]
+    assert "job-c waits (needs the outputs of job-a)" in out
+    assert (tmp_path / "c.txt").read_text() == "a"
+    # b's output went to its log (with the command and the time), not to the terminal
+    log = (tmp_path / "logs" / "b.log").read_text().splitlines()
+    assert log[0].startswith("$ python -c ") and "b done" in log and log[-1].startswith("[time] job-b: ")
+    assert "\nb done\n" not in out
+    for job in ("job-a", "job-b", "job-c", "three:last"):
+        assert re.search(rf"\[time\] {job}: \d+ s \(in parallel, step three\)", out), job
+    assert "the last line (output: metrics/pool/03-three-last.log)" in out
+    assert re.search(r"\[time\] three: [2-9] s \(4 jobs, up to 2 at a time\)", out)
+    # the step counts with its wall time, the jobs are listed under it with their own
+    data = json.loads((tmp_path / "reports" / "timings.json").read_text())
+    (step,) = data["steps"]
+    assert step["step"] == "three" and 1.5 < step["seconds"] < data["total_seconds"] + 0.1
+    assert [j["step"] for j in step["jobs"]] == ["job-a", "job-b", "job-c", "three (last)"]
+    assert sum(j["seconds"] for j in step["jobs"]) > step["seconds"] - 1.5  # they overlapped
+    table = (tmp_path / "reports" / "timings.md").read_text()
+    assert "| &nbsp;&nbsp;↳ job-b (in parallel) |" in table
+    assert "| **total (1 of 1 steps ran)** |" in table
+    # a line of the pool run alone is an ordinary foreground line
+    res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "job-b", str(tmp_path), "--force"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0 and "b done" in res.stdout and "[time] job-b: " in res.stdout
+    assert "in parallel" not in res.stdout
+
+
+def test_pool_failure_stops_new_jobs_and_fails_the_step(tmp_path):
+    # b fails at once, while a still runs and c waits for a
+    text = POOL_PROJECT.replace('time.sleep(1.5); print(\\"b done\\")', "raise SystemExit(3)")
+    assert text != POOL_PROJECT
+    _project(tmp_path, text)
+    env = dict(os.environ, CROSSNER_POOL_POLL="0.2")
+    res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "three", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "[time] job-b: failed after" in out and "the end of logs/b.log" in out
+    assert "job-b failed (exit code 3); its log: logs/b.log" in out
+    assert not (tmp_path / "c.txt").exists()  # no job started after the failure
+    # the next run opens a new pool
+    text = POOL_PROJECT
+    (tmp_path / "project.yml").write_text(text)
+    res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "three", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_pool_wait_without_start_names_the_fix(tmp_path):
+    _project(tmp_path, POOL_PROJECT)
+    res = subprocess.run([sys.executable, "scripts/pool.py", "wait", "three"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and "python scripts/pool.py start three --jobs N" in res.stderr
+    res = subprocess.run([sys.executable, "scripts/pool.py", "start", "three", "--jobs", "0"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and "cpu_jobs" in res.stderr
+
+
+# spaCy's training table as `spacy train` prints it (ANSI colours and all), through scripts/timed.py --log
+SAMPLE_LOG = """$ python scripts/train.py ../configs/bilstm_target.cfg --output training/ai/bilstm_target --paths.target_dev corpus/ai/dev.spacy --training.max_steps 3000 --training.patience 1600
+[features] word+char embeddings learnt from the training data
+\x1b[38;5;4mℹ Saving to output directory: training/ai/bilstm_target\x1b[0m
+\x1b[1m
+============================= Training pipeline =============================\x1b[0m
+E    #       LOSS CROSSNER  ENTS_F  ENTS_P  ENTS_R  SCORE 
+---  ------  -------------  ------  ------  ------  ------
+  0       0         109.45    0.70    0.87    0.58    0.01
+ 28     200        4612.06   28.98   37.63   23.56    0.29
+ 57     400         418.51   36.51   43.03   31.70    0.37
+114     800          33.98   39.35   47.66   33.51    0.39
+171    1200          16.52   40.78   46.56   36.28    0.41
+200    1400           9.47   39.01   41.83   36.54    0.39
+285    2000           8.34   40.29   45.81   35.96    0.40
+400    2800           3.50   37.18   41.38   33.76    0.37
+\x1b[38;5;2m✔ Saved pipeline to output directory\x1b[0m
+training/ai/bilstm_target/model-last
+[time] train-target: 8 min 02 s (482.3 s)
+"""
+
+
+def _rows(text, keep):
+    """SAMPLE_LOG with only the table rows whose step is in ``keep``."""
+    out = []
+    for line in text.splitlines():
+        cells = line.split()
+        if len(cells) == 7 and cells[0].isdigit() and cells[1].isdigit() and int(cells[1]) not in keep:
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_convergence_is_read_from_the_training_log():
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    import training_log
+
+    text = SAMPLE_LOG
+    log = training_log.parse(text)
+    assert log.steps == [0, 200, 400, 800, 1200, 1400, 2000, 2800]
+    assert (log.best_score, log.best_step, log.last_step, log.max_steps) == (40.78, 1200, 2800, 3000)
+    assert log.levelled and log.verdict().startswith("levelled: best dev F1 40.78 at step 1200, last "
+                                                    "evaluation at step 2800 of max 3000")
+    assert log.features == "word+char embeddings learnt from the training data"
+    assert log.seconds == 482.3 and log.command[:2] == ["python", "scripts/train.py"]
+    # best at the last evaluation: still rising
+    rising = training_log.parse(_rows(text, {0, 200, 400, 800, 1200}))
+    assert not rising.levelled and "still improving when it stopped" in rising.verdict()
+    # one lower evaluation after the best is not enough to call it a level
+    one = training_log.parse(_rows(text, {0, 200, 400, 800, 1200, 1400}))
+    assert not one.levelled and "only 1 evaluation after the best" in one.verdict()
+    assert training_log.parse(_rows(text, {0, 200, 400, 800, 1200, 1400, 2000})).levelled
+    # never better than the untrained model
+    flat = training_log.parse(text.replace("28.98", "0.50").replace("36.51", "0.40").replace(
+        "39.35", "0.10").replace("40.78", "0.70").replace("39.01", "0.20").replace("40.29", "0.3").replace("37.18", "0.6"))
+    assert flat.best_step == 0 and not flat.levelled and flat.verdict().startswith("not trained")
+    # spaCy's ner: two loss columns; the dev F1 is the ENTS_F column
+    ner = training_log.parse("E    #       LOSS TOK2VEC  LOSS NER  ENTS_F  ENTS_P  ENTS_R  SCORE \n"
+                             "---  ------  ------------  --------  ------  ------  ------  ------\n"
+                             "  0       0          0.00     51.55    0.11    0.40    0.06    0.00\n"
+                             "  2     200         13.75    919.48   20.50   30.00   15.00    0.20\n")
+    assert ner.scores == [0.11, 20.5] and ner.best_step == 200
+    skipped = training_log.parse("$ python scripts/train.py x.cfg\n[skipped] no pipeline\n")
+    assert skipped.skipped == "no pipeline" and skipped.verdict() == "skipped: no pipeline"
+    assert training_log.parse("no table").verdict() == "no evaluation table in the log"
 
 
 def test_readme_results_come_from_the_reports(tmp_path):
