@@ -359,6 +359,111 @@ def test_convergence_is_read_from_the_training_log():
     assert training_log.parse("no table").verdict() == "no evaluation table in the log"
 
 
+def test_train_wrapper_adds_the_feature_vars(tmp_path, monkeypatch):
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    import train
+
+    monkeypatch.chdir(PROJECT)
+    base = ["../configs/bilstm_joint.cfg", "--output", "x", "--training.max_steps", "3"]
+    plan = train.plan(base[:1] + ["--vectors", ""] + base[1:])
+    assert plan.args == base and plan.features == "word+char embeddings learnt from the training data"
+    vectors = tmp_path / "vectors"
+    (vectors / "vocab").mkdir(parents=True)
+    plan = train.plan(base + ["--vectors", str(vectors)])
+    assert plan.args == base + ["--paths.vectors", str(vectors),
+                                "--components.crossner.model.tok2vec.include_static_vectors", "true"]
+    assert plan.features.endswith(f"+ static word vectors {vectors}")
+    with pytest.raises(train.TrainError, match=r"vars.wordchar_vectors = '.*nowhere' is not a spaCy vectors folder"):
+        train.plan(base + ["--vectors", str(tmp_path / "nowhere")])
+    with pytest.raises(train.TrainError, match=r"trf_joint.cfg has no word/char features"):
+        train.plan(["../configs/trf_joint.cfg", "--vectors", str(vectors)])
+    assert train.plan(["../configs/trf_joint.cfg", "--vectors", ""]).features == "transformer: the bundled MiniLM"
+    assert train.plan(["../configs/trf_joint.cfg", "--paths.transformer", "dapt/ai_span"]).features == \
+        "transformer dapt/ai_span"
+    # a config that sources a spaCy pipeline: named by --pipeline, else the first installed default
+    config = tmp_path / "sm.cfg"
+    config.write_text("[vars]\nsource_pipeline = \"en_core_web_sm\"\n\n[nlp]\nlang = \"en\"\npipeline = [\"ner\"]\n\n"
+                      "[components]\n\n[components.ner]\nsource = ${vars.source_pipeline}\n\n[training]\n"
+                      "frozen_components = []\n")
+    pipeline_dir = tmp_path / "my_pipeline"
+    pipeline_dir.mkdir()
+    plan = train.plan([str(config), "--pipeline", str(pipeline_dir)])
+    assert plan.args[-2:] == ["--vars.source_pipeline", str(pipeline_dir)]
+    assert plan.features == f"ner of {pipeline_dir} (fine-tuned)"
+    with pytest.raises(train.TrainError, match=r"vars.spacy_pipeline = 'no_such_pipeline' is not an installed"):
+        train.plan([str(config), "--pipeline", "no_such_pipeline"])
+    monkeypatch.setattr(train, "DEFAULT_PIPELINES", ("no_such_pipeline_a", "no_such_pipeline_b"))
+    plan = train.plan([str(config), "--pipeline", "", "--skip-without-pipeline"])
+    assert plan.args == [] and plan.skipped.startswith("neither no_such_pipeline_a nor no_such_pipeline_b is installed")
+    with pytest.raises(train.TrainError, match="neither no_such_pipeline_a"):
+        train.plan([str(config), "--pipeline", ""])
+
+
+def test_sourced_config_fine_tunes_a_component(tmp_path):
+    base = tmp_path / "ner.cfg"
+    base.write_text("[paths]\ntrain = null\n\n[nlp]\nlang = \"en\"\npipeline = [\"tok2vec\",\"ner\"]\n\n"
+                    "[components]\n\n[components.ner]\nfactory = \"ner\"\n\n[components.tok2vec]\nfactory = \"tok2vec\"\n\n"
+                    "[training]\nmax_steps = 20000\n")
+    out = tmp_path / "sm.cfg"
+    res = subprocess.run([sys.executable, str(PROJECT / "scripts" / "sourced_config.py"), str(base), str(out)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    from thinc.api import Config
+
+    config = Config().from_disk(out, interpolate=False)
+    assert config["nlp"]["pipeline"] == ["ner"] and config["training"]["max_steps"] == 20000
+    assert config["components"] == {"ner": {"source": "${vars.source_pipeline}"}}
+    assert Config().from_disk(out)["components"]["ner"]["source"] == "en_core_web_sm"
+    res = subprocess.run([sys.executable, str(PROJECT / "scripts" / "sourced_config.py"), str(tmp_path / "no.cfg"),
+                          str(out)], capture_output=True, text=True)
+    assert res.returncode == 1 and "spacy-configs step" in res.stderr
+
+
+def test_get_vectors_without_the_package_says_so(tmp_path):
+    res = subprocess.run([sys.executable, str(PROJECT / "scripts" / "get_vectors.py"), "no-such-vectors-package",
+                          str(tmp_path / "v")], capture_output=True, text=True)
+    assert res.returncode == 0 and "no-such-vectors-package is not installed" in res.stdout
+    assert "vars.wordchar_vectors" in res.stdout and not (tmp_path / "v").exists()
+
+
+def test_a_training_line_logs_its_table_features_and_time(tmp_path):
+    """One real training line of `all` (two steps, tiny sizes): timed.py -> train.py -> spacy train."""
+    work = tmp_path / "project"
+    shutil.copytree(PROJECT / "scripts", work / "scripts")
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    for split in ("train", "dev"):
+        _small_docs(DATA / "ai" / f"{split}.txt", work / "corpus" / "ai", split)
+    line = [sys.executable, "scripts/timed.py", "train-target", "1", "--log", "training/t/train.log",
+            "scripts/train.py", "../configs/bilstm_target.cfg", "--vectors", "", "--output", "training/t",
+            "--paths.target_train", "corpus/ai/train.spacy", "--paths.target_dev", "corpus/ai/dev.spacy",
+            "--training.max_steps", "4", "--training.eval_frequency", "2", "--training.patience", "10",
+            "--components.crossner.model.hidden_size", "8", "--components.crossner.model.tok2vec.word_width", "8",
+            "--components.crossner.model.tok2vec.char_width", "4", "--components.crossner.model.tok2vec.char_filters", "8",
+            "--gpu-id", "-1"]
+    res = subprocess.run(line, cwd=work, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert "[features] word+char embeddings learnt from the training data" in res.stdout
+    assert re.search(r"\[time\] train-target: \d+ s; (levelled|not converged|not trained): ", res.stdout), res.stdout
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    import training_log
+
+    log = training_log.read(work / "training" / "t" / "train.log")
+    assert log.steps == [0, 2, 4] and log.max_steps == 4 and log.seconds > 0
+    assert log.features == "word+char embeddings learnt from the training data"
+    assert (work / "training" / "t" / "model-best" / "config.cfg").exists()
+
+
+def _small_docs(src: Path, out_dir: Path, split: str, sentences: int = 20):
+    """A .spacy file of the first sentences of a CrossNER file."""
+    from spacy_crossner.convert import convert
+
+    text = src.read_text(encoding="utf8").replace("\r\n", "\n")
+    small = out_dir / f"{split}.txt"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    small.write_text("\n\n".join(text.strip().split("\n\n")[:sentences]) + "\n", encoding="utf8")
+    convert(small, out_dir, domain="ai")
+
+
 def test_readme_results_come_from_the_reports(tmp_path):
     report = {"title": "CrossNER ai test", "runs": [
         {"name": "bilstm_target", "overall": {"p": 40.0, "r": 36.2, "f": 38.0512}},
