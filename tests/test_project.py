@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import srsly
 from weasel.schemas import ProjectConfigSchema, validate
 from weasel.util import load_project_config
 
@@ -51,13 +52,24 @@ def test_vars_and_gpu_everywhere(config):
     assert vars_["source_domain"] == "conll2003" and vars_["target_domain"] == "ai"
     assert vars_["gpu_id"] == -1
     raw = (PROJECT / "project.yml").read_text()
-    for line in re.findall(r"- \"(.*(?:spacy train|spacy_crossner evaluate).*)\"", raw):
+    training = r"(?:spacy train|scripts/train\.py)"
+    for line in re.findall(rf"- (?:&\w+ )?\"(.*(?:{training}|spacy_crossner evaluate).*)\"", raw):
         assert "--gpu-id ${vars.gpu_id}" in line, line
-    # training takes its config from ../configs and its domains from the vars, never literally
-    for line in re.findall(r"- \"(.*spacy train.*)\"", raw):
-        assert "../configs/" in line, line
+    # training takes its config from ../configs (or the spaCy peers' configs the project generates)
+    # and its domains from the vars, never literally
+    lines = re.findall(rf"- (?:&\w+ )?\"(.*{training}.*)\"", raw)
+    assert len(lines) >= 19  # 14 trainings of `all`, 5 of `full`
+    for line in lines:
+        assert "../configs/" in line or "configs/spacy_" in line, line
         assert "${vars.target_domain}" in line or "${vars.source_domain}" in line, line
         assert "corpus/ai" not in line and "corpus/conll2003" not in line, line
+    # the word/char models of `all` take the features var, the others do not
+    commands = {c["name"]: c for c in load_project_config(PROJECT, overrides={"vars.wordchar_vectors": "V"})["commands"]}
+    for name in ("train-target", "train-joint", "train-multi-cell-sda", "train-multi-cell-uda",
+                 "train-pgn-sda", "train-pgn-uda", "train-moee-zero", "train-bilstm-zero"):
+        assert "scripts/train.py" in commands[name]["script"][0] and '--vectors "V" ' in commands[name]["script"][0], name
+    for name in ("train-trf-joint", "train-spacy-ner", "train-spacy-sm-ner", "train-label-aware-target"):
+        assert "--vectors" not in commands[name]["script"][0], name
 
 
 def test_assets_pinned_and_checksums_match_local_copy(config):
@@ -111,13 +123,65 @@ def test_get_data_copies_and_verifies(tmp_path):
     assert res.returncode == 1 and "checksum differs" in res.stderr
 
 
+def pool_members(config, step):
+    """The commands whose lines the pool command ``step`` runs (its timed lines' STEP), in order."""
+    lines = {c["name"]: c for c in config["commands"]}[step]["script"]
+    return [line.split()[2].partition(":")[0] for line in lines[1:-1]]
+
+
 def test_every_step_of_all_is_timed(config):
     commands = {c["name"]: c for c in config["commands"]}
+    pools = []
     for step in config["workflows"]["all"]:
         if step == "timings":
             continue
-        for line in commands[step]["script"]:
-            assert line.startswith(f"python scripts/timed.py {step} "), (step, line)
+        script = commands[step]["script"]
+        if script[0].startswith("python scripts/pool.py"):
+            # a pool: start, timed lines (of this command or of a single-method command whose one
+            # line it is, shared through a YAML anchor), wait
+            assert script[0] == f"python scripts/pool.py start {step} --jobs {config['vars']['cpu_jobs']}"
+            assert script[-1] == f"python scripts/pool.py wait {step}"
+            for line, member in zip(script[1:-1], pool_members(config, step)):
+                assert line.startswith("python scripts/timed.py "), (step, line)
+                assert member == step or commands[member]["script"] == [line], (step, line)
+            pools.append(step)
+        else:
+            for line in script:
+                assert line.startswith(f"python scripts/timed.py {step} "), (step, line)
+    assert pools == ["train", "evaluate"]
+    # every training of `all` writes the log its convergence is read from
+    for member in pool_members(config, "train"):
+        line = commands[member]["script"][0]
+        log = line.split("--log ")[1].split()[0]
+        assert log in commands[member]["outputs"], member
+        assert any(log in l for l in commands["report"]["script"]) or member in (
+            "dapt", "train-label-aware-source"), member
+
+
+def test_pool_commands_are_honest(config):
+    """A pool's outputs are its members' outputs; its deps are theirs less what the pool itself
+    makes (weasel checks deps before the command runs); a job comes after the jobs it needs."""
+    raw = {c["name"]: c for c in srsly.read_yaml(PROJECT / "project.yml")["commands"]}
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    from pool import overlaps
+
+    members = pool_members(config, "train")
+    assert len(members) == len(set(members)) == 15
+    outputs = [o for m in members for o in raw[m]["outputs"]]
+    deps = {d for m in members for d in raw[m]["deps"]} - set(outputs)
+    assert set(raw["train"]["outputs"]) == set(outputs)
+    assert set(raw["train"]["deps"]) == deps
+    for i, member in enumerate(members):
+        later = members[i + 1:]
+        assert not [m for m in later if overlaps(raw[m]["outputs"], raw[member]["deps"])], member
+    assert members.index("dapt") < members.index("train-trf-joint-dapt")
+    assert members.index("train-label-aware-source") < members.index("train-label-aware-target")
+    # evaluate scores every model of the train pool that has a test score, and nothing else
+    evaluated = {line.split()[2].partition(":")[2] for line in
+                 {c["name"]: c for c in config["commands"]}["evaluate"]["script"][1:-1]}
+    assert evaluated == {"trf_joint", "trf_joint_dapt", "label_aware_target", "bilstm_target",
+                         "bilstm_joint", "multi_cell_sda", "multi_cell_uda", "pgn_sda", "pgn_uda",
+                         "spacy_ner", "spacy_sm_ner", "moee_zero", "bilstm_zero"}
 
 
 TIMED_PROJECT = """
