@@ -1,20 +1,32 @@
 """Run one script line of a project command with N torch threads, and say how long it took.
 
-    python scripts/timed.py STEP N PYTHON_ARGS...
-    python scripts/timed.py train-target 1 -m spacy train ../configs/bilstm_target.cfg ...
+    python scripts/timed.py STEP[:LABEL] N [--log FILE] [--skip-if-missing PATH] PYTHON_ARGS...
+    python scripts/timed.py train-target 1 --log training/ai/bilstm_target/train.log -m spacy train ...
+    python scripts/timed.py evaluate:bilstm_target 1 -m spacy_crossner evaluate ...
+
+STEP is the project command the line belongs to; LABEL (optional) names the line among the
+command's lines in what is printed and in the timings.
 
 - N > 0 sets OMP_NUM_THREADS and MKL_NUM_THREADS for the child (N = 0 leaves them alone). On a
   small or shared CPU, OpenMP threads that spin against each other make torch's LSTM and
   transformer steps many times slower; one thread per process is then much faster. The variables
   must be set before torch is imported, hence a wrapper. (A pipeline can carry its own setting:
   ``[nlp.before_creation]`` with ``spacy_crossner.torch_threads.v1``.)
+- ``--log FILE`` also writes the output to FILE, after a ``$ command`` line and followed by a
+  ``[time]`` line: ``scripts/training_log.py`` reads spaCy's training table from it (did the dev
+  score level?) and ``scripts/report.py`` the features and the time.
+- ``--skip-if-missing PATH``: when PATH does not exist (a training that was skipped), say so and
+  do nothing.
 - The wall time of the line is appended to ``metrics/timings.jsonl`` with the step and the
   ``spacy project run`` process that ran it. When the step's last line ends (the number of lines
   is read from project.yml), the step's total is printed; ``scripts/timings.py`` (the last step
   of ``all``) prints every step of the run and the total.
+- Inside a job pool (``scripts/pool.py start`` earlier in the same command), the line becomes a
+  background job of the pool: it waits for a free slot, starts, and returns at once.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -22,6 +34,10 @@ from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 LOG = PROJECT_DIR / "metrics" / "timings.jsonl"
+RUN_ENV = "CROSSNER_RUN_ID"
+JOB_ENV = "CROSSNER_POOL_JOB"
+USAGE = ("usage: python scripts/timed.py STEP N [--log FILE] [--skip-if-missing PATH] PYTHON_ARGS...  "
+         "(N torch threads; 0 leaves the thread settings alone)")
 
 
 def format_seconds(seconds: float) -> str:
@@ -37,7 +53,10 @@ def format_seconds(seconds: float) -> str:
 
 
 def run_id() -> str:
-    """The ``spacy project run`` process that started this line (pid and start time: pids recur)."""
+    """The ``spacy project run`` process that started this line (pid and start time: pids recur).
+    A pool's background job is told it in CROSSNER_RUN_ID (its parent has gone by then)."""
+    if os.environ.get(RUN_ENV):
+        return os.environ[RUN_ENV]
     parent = os.getppid()
     try:
         start = Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[19]
@@ -64,29 +83,141 @@ def read_log(path: Path = LOG) -> list:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def main() -> None:
-    if len(sys.argv) < 4 or not sys.argv[2].isdigit():
-        sys.exit("usage: python scripts/timed.py STEP N PYTHON_ARGS...  (N torch threads; 0 leaves "
-                 "the thread settings alone)")
-    step, threads, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+def write_record(record: dict) -> None:
+    LOG.parent.mkdir(parents=True, exist_ok=True)
+    with LOG.open("a", encoding="utf8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def parse_args(argv: list):
+    """(step, threads, log, skip_if_missing, python args) of a command line."""
+    if len(argv) < 3 or not argv[1].isdigit():
+        sys.exit(USAGE)
+    step, threads, rest = argv[0], argv[1], list(argv[2:])
+    options = {"--log": None, "--skip-if-missing": None}
+    while rest and rest[0] in options:
+        if len(rest) < 2:
+            sys.exit(f"{rest[0]} needs a value. {USAGE}")
+        options[rest[0]] = rest[1]
+        rest = rest[2:]
+    if not rest:
+        sys.exit(USAGE)
+    return step, threads, options["--log"], options["--skip-if-missing"], rest
+
+
+def run(step: str, threads: str, args: list, log: str = None, echo: bool = True):
+    """Run ``python ARGS`` with the thread settings; with ``log``, tee its output to that file
+    between a ``$ command`` line and a ``[time]`` line. Returns (exit code, seconds)."""
     env = os.environ.copy()
     if threads != "0":
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = threads
     start = time.time()
-    code = subprocess.call([sys.executable] + args, env=env)
-    seconds = time.time() - start
+    if log is None:
+        code = subprocess.call([sys.executable] + args, env=env)
+        return code, time.time() - start
+    env["PYTHONUNBUFFERED"] = "1"
+    path = Path(log)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf8") as out:
+        out.write("$ " + shlex.join(["python"] + args) + "\n")
+        out.flush()
+        proc = subprocess.Popen([sys.executable] + args, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                errors="replace")
+        for line in proc.stdout:
+            out.write(line)
+            out.flush()
+            if echo:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+        code = proc.wait()
+        seconds = time.time() - start
+        status = format_seconds(seconds) if code == 0 else f"failed after {format_seconds(seconds)}"
+        out.write(f"[time] {step}: {status} ({seconds:.1f} s)\n")
+    return code, seconds
+
+
+def split_name(name: str):
+    """(project command, label or None) of a STEP[:LABEL] argument."""
+    step, _, label = name.partition(":")
+    return step, (label or None)
+
+
+def record(name: str, seconds: float, args: list, **extra) -> dict:
+    step, label = split_name(name)
+    data = {"run": run_id(), "step": step, "seconds": round(seconds, 2), "ended": time.time(),
+            "command": " ".join(args[:3]), **({"label": label} if label else {}), **extra}
+    write_record(data)
+    return data
+
+
+def run_pool_job(step: str, threads: str, log: str, args: list, job_file: Path) -> None:
+    """A pool's background job: run the line into its log, then leave its status and time."""
+    code, seconds = run(step, threads, args, log, echo=False)
+    done = {"rc": code, "seconds": round(seconds, 2), "ended": time.time()}
+    job_file.with_suffix(".done").write_text(json.dumps(done), encoding="utf8")
+    job = json.loads(job_file.read_text(encoding="utf8"))
+    if code != 0:
+        tail = Path(log).read_text(encoding="utf8", errors="replace").splitlines()[-25:]
+        print("\n".join([f"[time] {step}: failed after {format_seconds(seconds)}; the end of {log}:"]
+                        + ["    " + line for line in tail]), flush=True)
+        return
+    record(step, seconds, args, pool=pool_step(), job=job["index"])
+    import training_log
+
+    parsed = training_log.read(log)
+    if parsed.steps or parsed.skipped:
+        what = parsed.verdict()
+    else:  # the last line says what it did (e.g. "Wrote metrics/ai/x.json"); the rest is in the log
+        body = [line for line in Path(log).read_text(encoding="utf8", errors="replace").splitlines()[1:-1]
+                if line.strip()]
+        what = f"{body[-1].strip() if body else 'no output'} (output: {log})"
+    print(f"[time] {step}: {format_seconds(seconds)} (in parallel, step {pool_step()}); {what}", flush=True)
+
+
+def training_verdict(log) -> str:
+    """"; <what the training table says>" for a log with spaCy's training table, else ""."""
+    if log is None or not Path(log).exists():
+        return ""
+    import training_log
+
+    parsed = training_log.read(log)
+    return f"; {parsed.verdict()}" if parsed.steps or parsed.skipped else ""
+
+
+def pool_step() -> str:
+    state = Path(os.environ.get(JOB_ENV, "")).parent / "state.json"
+    try:
+        return json.loads(state.read_text(encoding="utf8"))["step"]
+    except (OSError, ValueError, KeyError):
+        return "?"
+
+
+def main() -> None:
+    step, threads, log, skip_if_missing, args = parse_args(sys.argv[1:])
+    if skip_if_missing and not Path(skip_if_missing).exists():
+        print(f"[time] {step}: skipped this line ({skip_if_missing} does not exist; the step that "
+              f"makes it said why)", flush=True)
+        return
+    if os.environ.get(JOB_ENV):
+        run_pool_job(step, threads, log, args, Path(os.environ[JOB_ENV]))
+        return
+    import pool
+
+    open_pool = pool.open_pool(run_id())
+    if open_pool is not None:
+        open_pool.submit(step, threads, log, args)
+        return
+    code, seconds = run(step, threads, args, log, echo=True)
     if code != 0:
         print(f"[time] {step}: failed after {format_seconds(seconds)}", flush=True)
         sys.exit(code)
-    run = run_id()
-    LOG.parent.mkdir(parents=True, exist_ok=True)
-    with LOG.open("a", encoding="utf8") as f:
-        f.write(json.dumps({"run": run, "step": step, "seconds": round(seconds, 2), "ended": time.time(),
-                            "command": " ".join(args[:3])}) + "\n")
-    done = [r for r in read_log() if r["run"] == run and r["step"] == step]
-    n_lines = lines_of_step(step)
+    this_run = record(step, seconds, args)["run"]
+    command, _ = split_name(step)
+    done = [r for r in read_log() if r["run"] == this_run and r["step"] == command and "pool" not in r]
+    n_lines = lines_of_step(command)
     if n_lines <= 1:
-        print(f"[time] {step}: {format_seconds(seconds)}", flush=True)
+        print(f"[time] {step}: {format_seconds(seconds)}{training_verdict(log)}", flush=True)
     elif len(done) >= n_lines:
         total = sum(r["seconds"] for r in done[-n_lines:])
         print(f"[time] {step}: {format_seconds(total)} ({n_lines} commands)", flush=True)

@@ -5,10 +5,11 @@
 Reads ``metrics/timings.jsonl`` (written by ``scripts/timed.py``), keeps the lines of the
 ``spacy project run`` process that runs this script (so the steps of this run of the workflow),
 and writes ``<output>.md`` and ``<output>.json``: the wall time of each step in workflow order
-(steps skipped because nothing changed are marked so), the total, the date and the machine.
+(steps skipped because nothing changed are marked so), the total, the date and the machine. A
+step that ran its lines as a job pool (``scripts/pool.py``) counts with its wall time, and its
+jobs are listed under it with their own times (they overlap, so they do not add up to it).
 """
 import argparse
-import json
 import os
 import platform
 import sys
@@ -34,12 +35,20 @@ def machine() -> str:
 
 
 def collect(records, run: str, steps):
-    """(step, seconds or None) in workflow order, for the records of one run."""
+    """(step, seconds or None) in workflow order, for the records of one run (a pool's jobs are
+    not added to any step: the pool step's own record is its wall time)."""
     seconds = {}
     for record in records:
-        if record["run"] == run:
+        if record["run"] == run and "pool" not in record:
             seconds[record["step"]] = seconds.get(record["step"], 0.0) + record["seconds"]
     return [(step, seconds.get(step)) for step in steps]
+
+
+def pool_jobs(records, run: str, step: str):
+    """(job, seconds) of the jobs that ran in the pool of ``step`` in this run, in start order."""
+    jobs = [r for r in records if r["run"] == run and r.get("pool") == step]
+    return [(f"{r['step']} ({r['label']})" if r.get("label") else r["step"], r["seconds"])
+            for r in sorted(jobs, key=lambda r: r.get("job", 0))]
 
 
 def main() -> None:
@@ -52,7 +61,9 @@ def main() -> None:
     if args.workflow not in workflows:
         sys.exit(f"project.yml has no workflow '{args.workflow}' (workflows: {', '.join(workflows)})")
     steps = [s for s in workflows[args.workflow] if s != "timings"]
-    rows = collect(read_log(Path(args.log)), run_id(), steps)
+    records = read_log(Path(args.log))
+    rows = collect(records, run_id(), steps)
+    jobs = {step: pool_jobs(records, run_id(), step) for step in steps}
     total = sum(s for _, s in rows if s is not None)
     ran = sum(1 for _, s in rows if s is not None)
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -61,18 +72,24 @@ def main() -> None:
              "| step | wall time |", "|---|---:|"]
     for step, seconds in rows:
         lines.append(f"| {step} | {format_seconds(seconds) if seconds is not None else 'skipped (nothing changed)'} |")
+        for job, job_seconds in jobs[step]:
+            lines.append(f"| &nbsp;&nbsp;↳ {job} (in parallel) | {format_seconds(job_seconds)} |")
     lines.append(f"| **total ({ran} of {len(steps)} steps ran)** | **{format_seconds(total)}** |")
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf8")
     srsly.write_json(out.with_suffix(".json"), {
         "workflow": args.workflow, "date": date, "machine": machine(), "total_seconds": round(total, 1),
-        "steps": [{"step": s, "seconds": None if t is None else round(t, 1)} for s, t in rows],
+        "steps": [{"step": s, "seconds": None if t is None else round(t, 1),
+                   **({"jobs": [{"step": j, "seconds": round(js, 1)} for j, js in jobs[s]]} if jobs[s] else {})}
+                  for s, t in rows],
     })
-    width = max(len(s) for s in steps)
+    width = max([len(s) for s in steps] + [len(j) + 2 for js in jobs.values() for j, _ in js])
     print(f"Wall time of the steps of '{args.workflow}' in this run:")
     for step, seconds in rows:
         print(f"  {step:<{width}}  {format_seconds(seconds) if seconds is not None else 'skipped'}")
+        for job, job_seconds in jobs[step]:
+            print(f"    {job:<{width - 2}}  {format_seconds(job_seconds)} (in parallel)")
     print(f"  {'total':<{width}}  {format_seconds(total)} ({ran} of {len(steps)} steps ran)")
     print(f"Wrote {out.with_suffix('.md')} and {out.with_suffix('.json')}")
 
