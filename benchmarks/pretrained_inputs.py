@@ -226,7 +226,9 @@ def one_run(args, model: str, inputs: str, seed: int, paths, sm: str, env) -> Pa
     out.mkdir(parents=True)
     cmd = train_command(args, model, inputs, seed, paths, out, sm)
     print(f"[{model} / {inputs} / {seed}] $ {shell(cmd)}", flush=True)
+    load_start = os.getloadavg()[1]
     seconds = run(cmd, out / "train.log", env)
+    load_end = os.getloadavg()[1]
     best = out / "model-best"
     scores = {}
     eval_cmds = []
@@ -243,7 +245,8 @@ def one_run(args, model: str, inputs: str, seed: int, paths, sm: str, env) -> Pa
         "sm_frozen": bool(args.freeze_sm) if inputs in ("sm", "both") else None,
         "vectors": str(args.vectors) if inputs in ("glove", "both") else None,
         "train_command": shell(cmd), "evaluate_commands": eval_cmds,
-        "train_seconds": round(seconds, 1), "dev_f": meta.get("performance", {}).get("ents_f"),
+        "train_seconds": round(seconds, 1),
+        "load_5min": [round(load_start, 2), round(load_end, 2)], "dev_f": meta.get("performance", {}).get("ents_f"),
         "test": {k: scores["sentence"][k] for k in ("ents_p", "ents_r", "ents_f")},
         "test_compat": {k: scores["crossner-compat"][k] for k in ("ents_p", "ents_r", "ents_f")},
         "test_per_type": scores["sentence"].get("ents_per_type"),
@@ -285,6 +288,9 @@ def write_report(args, command: str):
         "their settings.",
         "- en_core_web_sm: its `tok2vec` (width 96) sourced in the `*_sm.cfg` configs, updated during "
         "training unless the runs say frozen.",
+        "- Train times are wall times on a 2-core machine running two trainings at once; the runs of "
+        "2026-11-24 00:45-01:55 UTC also shared it with other jobs (5-minute load 2-5; later runs "
+        "record theirs as `load_5min`), so read them as rough costs: the F1 does not depend on the load.",
         "",
         "## AI test F1 (×100, mean ± standard deviation over seeds, number of seeds)",
         "",
