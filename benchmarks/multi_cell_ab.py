@@ -105,8 +105,8 @@ def main() -> None:
     )
     print(f"{cells} cells, {len(names)} domain(s), {B} sentences, {int(lengths.sum())} tokens: "
           f"max |scores new - old| {float((s_new - s_old).detach().abs().max()):.1e}, "
-          f"losses new {', '.join(f'{k} {float(v):.6f}' for k, v in l_new.items())}; "
-          f"old {', '.join(f'{k} {float(v):.6f}' for k, v in l_old.items())}; max |grad new - old| {grad_diff:.1e}")
+          f"losses new {', '.join(f'{k} {float(v.detach()):.6f}' for k, v in l_new.items())}; "
+          f"old {', '.join(f'{k} {float(v.detach()):.6f}' for k, v in l_old.items())}; max |grad new - old| {grad_diff:.1e}")
     for emitter in emitters.values():
         emitter.dropout.p = 0.5
     times = {"new": [], "old": []}

@@ -83,6 +83,141 @@ def _uniform(shape: Sequence[int], bound: float) -> nn.Parameter:
     return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
 
 
+class _Recurrence(torch.autograd.Function):
+    """The multi-cell recurrence over packed rows, both directions at once, with its
+    backward pass through time written out: the autograd graph holds one node for the whole
+    loop instead of some thirty per step, every step writes into preallocated packed buffers,
+    and the parameters' gradients are each one large product over all steps after the loop
+    instead of one small product per step.
+
+    x: (2, N, G) input projections of the packed rows (step t's rows are offsets[t] :
+    offsets[t] + steps[t], the first steps[t] of step t - 1's), G = 2dl + 3d, per cell
+    [i, c~] then the C cell's [i^, o^, c-]; w_rec: (2, d, G); P, Q: (2, d, a); v: (2, a).
+    RETURNS: h (2, N, d), the ET memories c_k (2, N, l, d), alpha and the scores I (2, N, l).
+    The equations are MultiCellEncoder's (the spec's section 2).
+    """
+
+    @staticmethod
+    def forward(ctx, x, w_rec, P, Q, v, steps, l):
+        ctx.set_materialize_grads(False)
+        N = x.shape[1]
+        d, a = w_rec.shape[1], P.shape[2]
+        new = lambda *shape: x.new_empty((2, N, *shape))  # noqa: E731
+        H, C, M, CK, IK, CT, U = new(d), new(d), new(d), new(l, d), new(l, d), new(l, d), new(l, a)
+        GC, ALPHA, S = new(3, d), new(l), new(l)  # GC: i^, o^, c- after their nonlinearities
+        zero = x.new_zeros((2, steps[0], d))
+        h = c = zero
+        o = before = 0
+        for t, n in enumerate(steps):
+            rows = slice(o, o + n)
+            if t:
+                h, c = H[:, before : before + n], C[:, before : before + n]
+            g = torch.baddbmm(x[:, rows], h, w_rec)  # (2, n, G)
+            et = g[..., : l * 2 * d].view(2, n, l, 2, d)
+            i_k, ct_k, c_k = IK[:, rows], CT[:, rows], CK[:, rows]
+            torch.sigmoid(et[..., 0, :], out=i_k)
+            torch.tanh(et[..., 1, :], out=ct_k)
+            torch.lerp(c[:, :, None, :], ct_k, i_k, out=c_k)  # i_k c~_k + (1 - i_k) c^_{t-1}
+            gc = g[..., l * 2 * d :].view(2, n, 3, d)
+            gates = GC[:, rows]
+            torch.sigmoid(gc[:, :, :2], out=gates[:, :, :2])
+            torch.tanh(gc[:, :, 2], out=gates[:, :, 2])
+            ci, co, cb = gates.unbind(2)
+            u = U[:, rows]
+            torch.add(torch.bmm(cb, P)[:, :, None, :], torch.bmm(c_k.view(2, n * l, d), Q).view(2, n, l, a), out=u)
+            u.tanh_()
+            score = S[:, rows]
+            score.copy_(torch.bmm(u.view(2, n * l, a), v[:, :, None]).view(2, n, l))
+            alpha = ALPHA[:, rows]
+            torch.softmax(score, dim=-1, out=alpha)
+            m = M[:, rows]
+            torch.sum(alpha[..., None] * c_k, dim=2, out=m)
+            torch.lerp(c, m, ci, out=C[:, rows])  # c^_t = i^ m + (1 - i^) c^_{t-1}
+            torch.mul(co, torch.tanh(C[:, rows]), out=H[:, rows])
+            before, o = o, o + n
+        ctx.steps, ctx.l = steps, l
+        ctx.save_for_backward(w_rec, P, Q, v, H, C, M, CK, IK, CT, U, GC, ALPHA)
+        return H, CK, ALPHA, S
+
+    @staticmethod
+    def backward(ctx, dH, dCK, dALPHA, dS):
+        w_rec, P, Q, v, H, C, M, CK, IK, CT, U, GC, ALPHA = ctx.saved_tensors
+        steps, l = ctx.steps, ctx.l
+        N = H.shape[1]
+        d = w_rec.shape[1]
+        offsets = [0]
+        for n in steps:
+            offsets.append(offsets[-1] + n)
+        w_rec_t, P_t, Q_t = w_rec.transpose(1, 2), P.transpose(1, 2), Q.transpose(1, 2)
+        v4 = v[:, None, None, :]  # (2, 1, 1, a)
+        dG = H.new_empty((2, N, w_rec.shape[2]))
+        DPRE, DS = torch.empty_like(U), torch.empty_like(ALPHA)
+        zero = H.new_zeros((2, steps[0], d))
+        dh_next = dc_next = None  # gradients from step t + 1 into h_t, c^_t (its first rows)
+        for t in range(len(steps) - 1, -1, -1):
+            n, o = steps[t], offsets[t]
+            rows = slice(o, o + n)
+            c_prev = C[:, offsets[t - 1] : offsets[t - 1] + n] if t else zero
+            ci, co, cb = GC[:, rows].unbind(2)
+            i_k, ct_k, c_k, alpha, u = IK[:, rows], CT[:, rows], CK[:, rows], ALPHA[:, rows], U[:, rows]
+            dh = dH[:, rows] if dH is not None else zero[:, :n]
+            if dh_next is not None:
+                dh = dh.clone()
+                dh[:, : dh_next.shape[1]] += dh_next
+            tc = torch.tanh(C[:, rows])
+            dc = dh * co * (1 - tc * tc)
+            if dc_next is not None:
+                dc[:, : dc_next.shape[1]] += dc_next
+            dg = dG[:, rows]
+            torch.mul(dh * tc, co * (1 - co), out=dg[..., l * 2 * d + d : l * 2 * d + 2 * d])  # o^
+            dm = dc * ci
+            torch.mul(dc * (M[:, rows] - c_prev), ci * (1 - ci), out=dg[..., l * 2 * d : l * 2 * d + d])  # i^
+            dc_prev = dc * (1 - ci)
+            # m = sum_k alpha_k c_k; alpha = softmax(I); I = v^T u; u = tanh(P c- + Q c_k)
+            dalpha = (c_k * dm[:, :, None, :]).sum(-1)  # (2, n, l)
+            if dALPHA is not None:
+                dalpha += dALPHA[:, rows]
+            ds = DS[:, rows]
+            torch.mul(alpha, dalpha - (alpha * dalpha).sum(-1, keepdim=True), out=ds)
+            if dS is not None:
+                ds += dS[:, rows]
+            dpre = DPRE[:, rows]
+            dpre_u = ds[..., None] * v4
+            torch.addcmul(dpre_u, dpre_u, u * u, value=-1, out=dpre)  # ds v (1 - u^2): (2, n, l, a)
+            dpc = dpre.sum(2)  # (2, n, a)
+            dck = torch.baddbmm(
+                (alpha[..., None] * dm[:, :, None, :]).view(2, n * l, d), dpre.view(2, n * l, -1), Q_t
+            ).view(2, n, l, d)
+            if dCK is not None:
+                dck += dCK[:, rows]
+            torch.mul(torch.bmm(dpc, P_t), 1 - cb * cb, out=dg[..., l * 2 * d + 2 * d :])  # c-
+            # c_k = c^_{t-1} + i_k (c~_k - c^_{t-1})
+            cells = dg[..., : l * 2 * d].view(2, n, l, 2, d)
+            torch.mul(dck * (ct_k - c_prev[:, :, None, :]), i_k * (1 - i_k), out=cells[..., 0, :])
+            torch.mul(dck * i_k, 1 - ct_k * ct_k, out=cells[..., 1, :])
+            dc_prev += (dck * (1 - i_k)).sum(2)
+            if t:
+                dh_next = torch.bmm(dg, w_rec_t)  # into h_{t-1}'s first n rows
+                dc_next = dc_prev
+        # the parameters' gradients: one product over all steps each
+        d_w_rec = d_P = d_Q = d_v = None
+        if ctx.needs_input_grad[1]:
+            # row r's h_{t-1}: the same sentence's row at the step before (zero at step 0)
+            parent = torch.cat([
+                torch.full((steps[0],), N, device=H.device),
+                *(torch.arange(offsets[t - 1], offsets[t - 1] + steps[t], device=H.device) for t in range(1, len(steps))),
+            ])
+            h_prev = torch.cat([H, H.new_zeros((2, 1, d))], 1).index_select(1, parent)
+            d_w_rec = torch.bmm(h_prev.transpose(1, 2), dG)
+        if ctx.needs_input_grad[3]:
+            d_Q = torch.bmm(CK.view(2, N * l, d).transpose(1, 2), DPRE.view(2, N * l, -1))
+        if ctx.needs_input_grad[2]:
+            d_P = torch.bmm(GC[:, :, 2].transpose(1, 2), DPRE.sum(2))
+        if ctx.needs_input_grad[4]:
+            d_v = torch.bmm(DS.view(2, 1, N * l), U.view(2, N * l, -1))[:, 0]
+        return dG, d_w_rec, d_P, d_Q, d_v, None, None
+
+
 class MultiCellEncoder(nn.Module):
     """The bidirectional multi-cell LSTM over an inventory of ET cells and attention sets.
 
@@ -206,63 +341,36 @@ class MultiCellEncoder(nn.Module):
         w_rec = torch.cat([self.et_rec_w.index_select(2, cells).reshape(2, d, l * 2 * d), self.c_rec_w], 2)
         # (1) all input projections: one batched GEMM (2, N real tokens, D) x (2, D, G), split
         # into one tensor per step
-        x_steps = torch.baddbmm(b_in[:, None, :], X_tm.index_select(1, time * B + rank), w_in).split(steps, 1)
+        x_proj = torch.baddbmm(b_in[:, None, :], X_tm.index_select(1, time * B + rank), w_in)
         # attention: I_k = v^T tanh(P c- + Q c_k); the code's source sets use P for Q
         P = self.att_p[att_set].transpose(1, 2)  # (2, d, a)
         # (Q of every set stays in the graph, as before: a source batch gives it zero gradient)
         Q = torch.where(q_is_p.to(device)[:, None, None, None], self.att_p, self.att_q)[att_set].transpose(1, 2)
-        v = self.att_v[att_set][:, :, None]  # (2, a, 1)
-        h = X.new_zeros((2, B, d))
-        c = X.new_zeros((2, B, d))
-        hs, cks, alphas, scores = [], [], [], []
-        keep = states or ent_w is not None
-        for t, n in enumerate(steps):
-            h, c = h[:, :n], c[:, :n]
-            # (2) one recurrent GEMM per step for all cells, both directions: (2, n, G)
-            g = torch.baddbmm(x_steps[t], h, w_rec)
-            et = g[..., : l * 2 * d].view(2, n, l, 2 * d)
-            # c_k = i_k * c~_k + (1 - i_k) * c^_{t-1}
-            c_k = torch.lerp(c[:, :, None, :], torch.tanh(et[..., d:]), torch.sigmoid(et[..., :d]))  # (2, n, l, d)
-            c_i, c_o, c_bar = g[..., l * 2 * d :].split(d, dim=-1)
-            # (3) additive attention, batched over cells and both directions
-            pc = torch.bmm(torch.tanh(c_bar), P)  # (2, n, a)
-            qc = torch.bmm(c_k.reshape(2, n * l, d), Q).view(2, n, l, -1)
-            score = torch.bmm(torch.tanh(pc[:, :, None, :] + qc).view(2, n * l, -1), v).view(2, n, l)
-            alpha = torch.softmax(score, dim=-1)
-            m = torch.matmul(alpha[:, :, None, :], c_k).squeeze(2)  # (2, n, d)
-            c = torch.lerp(c, m, torch.sigmoid(c_i))  # c^_t = i^ * m + (1 - i^) * c^_{t-1}
-            h = torch.sigmoid(c_o) * torch.tanh(c)
-            hs.append(h)
-            if keep:
-                cks.append(c_k)
-            if attention:
-                alphas.append(alpha)
-                scores.append(score)
+        # (2) one recurrent GEMM per step for all cells and both directions, (3) the attention
+        # batched over cells and directions: the fused recurrence
+        H, CK, ALPHA, SCORES = _Recurrence.apply(x_proj, w_rec, P, Q, self.att_v[att_set], steps, l)
         # packed row r = (step t, sorted sentence i) -> its padded (sentence, position) cell,
         # direction 1 back in text order
         sentence = order.index_select(0, rank)
         back = lengths.index_select(0, sentence) - 1 - time
         to = torch.cat([sentence * T + time, B * T + sentence * T + back])  # (2N,)
 
-        def unpack(parts: List[torch.Tensor]) -> torch.Tensor:
-            packed = torch.cat(parts, 1)  # (2, N, ...)
+        def unpack(packed: torch.Tensor) -> torch.Tensor:  # (2, N, ...) -> (2, B, T, ...)
             tail = packed.shape[2:]
             value = packed.new_zeros((2 * B * T, *tail)).index_copy(0, to, packed.reshape(-1, *tail))
             return value.view(2, B, T, *tail)
 
-        out = {"h": unpack(hs)}
+        out = {"h": unpack(H)}
         if states:
-            out["states"] = unpack(cks)
+            out["states"] = unpack(CK)
         if attention:
-            out["alpha"] = unpack(alphas)
-            out["scores"] = unpack(scores)
+            out["alpha"] = unpack(ALPHA)
+            out["scores"] = unpack(SCORES)
         if ent_w is not None:
-            memories = torch.cat(cks, 1)  # (2, N, l, d)
-            if dropout is not None:
-                memories = dropout(memories)
+            memories = CK if dropout is None else dropout(CK)  # (2, N, l, d)
             # C_{t,k} = [->c_k ; <-c_k]: each direction's half of w_k, summed per token
             partial = torch.einsum("znkh,zkh->znk", memories, ent_w.view(l, 2, d).transpose(0, 1))
-            out["ent"] = unpack([partial]).sum(0)
+            out["ent"] = unpack(partial).sum(0)
         return out
 
 
