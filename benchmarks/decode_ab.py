@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=300, help="test sentences")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--passes", type=int, default=1,
-                        help="training passes over the 64 sentences (1, as in speed.py, predicts few entities)")
+                        help="training passes over the 64 sentences (1, as in speed.py; 0: untrained, entities everywhere)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/crossner_speed"), help="converted corpora")
     args = parser.parse_args()
     import contextlib
@@ -69,6 +69,7 @@ def main() -> None:
     import numpy
     import torch
     from spacy.tokens import Doc
+    from thinc.api import fix_random_seed
 
     import spacy_crossner.pipeline as pipeline
     from spacy_crossner import get_domain, set_domain
@@ -78,6 +79,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         old_heads, old_head = load_old(args.old, ROOT / "spacy_crossner" / "models", stack)
         for n_types in args.types:
+            fix_random_seed(0)
             train = set_docs(args.work, n_types, "train", 64, 0)
             test = set_docs(args.work, n_types, "test", args.docs, 0)
             nlp = build_crossner("bilstm_crf", LABEL_SETS[n_types]["target"])

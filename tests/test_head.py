@@ -16,6 +16,7 @@ from spacy_crossner.decoding import (
     whitespace_masks,
 )
 from spacy_crossner.models.head import _crf_to_host, crf_span_log_prob
+from spacy_crossner.models import pytorch_heads
 from spacy_crossner.models.pytorch_heads import STACKED_GROUPS, CRFHead, Lattice, SoftmaxHead
 
 DOMAINS = {"a": bio_tags(["X"]), "b": bio_tags(["X", "Y", "Z"])}
@@ -84,10 +85,12 @@ def test_span_marginals_equal_brute_force(ws):
             assert math.isclose(got, expected, rel_tol=1e-7, abs_tol=1e-12)
 
 
-def test_batched_viterbi_equals_reference_with_whitespace():
+@pytest.mark.parametrize("bio_from", [1, 1000])  # the BIO-split forward pass, the dense one
+@pytest.mark.parametrize("domains", [["a", "b", "b", "a", "b"] * 3, ["b"] * 15])
+def test_batched_viterbi_equals_reference_with_whitespace(domains, bio_from, monkeypatch):
+    monkeypatch.setattr(pytorch_heads, "BIO_VITERBI_MIN_TAGS", bio_from)
     head = random_crf_head(1)
     rng = numpy.random.RandomState(0)
-    domains = ["a", "b", "b", "a", "b"] * 3
     lengths = [5, 1, 7, 3, 6, 7, 2, 4, 4, 1, 6, 5, 3, 7, 2]
     T, K = max(lengths), len(DOMAINS["b"])
     emissions = rng.randn(len(domains), T, K) * 3

@@ -145,6 +145,9 @@ class ConstrainedCRF(CRF):
 
 
 STACKED_GROUPS = 4  # up to this many transition tables in a batch: one stacked GEMM per step
+# From this many tags on, Viterbi's forward pass splits a step by the BIO structure; below, the
+# dense step's fewer calls cost less (benchmarks/decode_ab.py, CPU).
+BIO_VITERBI_MIN_TAGS = 25
 
 
 class _Packed(NamedTuple):
@@ -195,7 +198,9 @@ class Lattice:
         of the batch), -inf where forbidden. whitespace (B, T) bool: whitespace tokens; a move
         into position t is also forbidden when token t-1 is whitespace inside an entity that
         would end there. lengths (B,) long, at least 1. is_inside (B, K): which tags continue
-        an entity. group (B,) long: each doc's group (its row of ``trans``).
+        an entity. group (B,) long: each doc's group (its row of ``trans``). bio (bool): every
+        group's tags are :func:`~..decoding.bio_tags` (O, then B-X, I-X per label; padding
+        tags last), the BIO moves forbidden in ``trans``: Viterbi may use that structure.
 
     The recursions run with no gradient (decoding only) over the packed docs
     (:class:`_Packed`), a few operations per step whatever the number of docs and groups:
@@ -207,7 +212,9 @@ class Lattice:
     batch without whitespace tokens pays nothing for them.
     """
 
-    def __init__(self, emissions, lengths, start, trans, end, whitespace, is_inside, group) -> None:
+    def __init__(
+        self, emissions, lengths, start, trans, end, whitespace, is_inside, group, bio: bool = False
+    ) -> None:
         if trans.dim() != 3 or group.shape != lengths.shape:
             raise ValueError(
                 f"trans must be (G, K, K) and group (B,): got {tuple(trans.shape)} and {tuple(group.shape)}"
@@ -220,6 +227,7 @@ class Lattice:
         self.group = group
         self.end = end
         self.whitespace = whitespace
+        self.bio = bio
         T = emissions.shape[1]
         flags = whitespace[:, : max(T - 1, 0)].any(dim=0)  # (T-1,): token t-1 is whitespace
         self.ws_steps = set((flags.nonzero()[:, 0] + 1).tolist())
@@ -291,31 +299,33 @@ class Lattice:
         the first best predecessor, as a max with indices gives.
         """
         p = self._pack()
-        E = p.E[:, 0]
         B, T, K = self.emissions.shape
-        device = E.device
+        device = p.E.device
         G = self.group_trans.shape[0]
-        if G == 1:  # one table for every doc; `into` row j: the moves into j
-            trans, into, base = None, self.group_trans[0].t(), None
+        # row g*K + j: group g's moves into j; each sorted doc's group's first row
+        into = self.group_trans.transpose(1, 2).reshape(G * K, K)
+        base = None if G == 1 else p.group * K
+        if self.bio and G == 1 and K % 2 == 1 and K >= BIO_VITERBI_MIN_TAGS:
+            scores = self._bio_scores(p)
         else:
-            trans = self.group_trans.index_select(0, p.group)  # (B, K, K) [previous, next], sorted docs
-            into, base = trans.transpose(1, 2).reshape(B * K, K), torch.arange(B, device=device) * K
-        scores = torch.empty_like(E)  # (N, K) best score of a path ending in each tag
-        torch.add(p.start, E[:B], out=scores[:B])  # step 0: row d is sorted doc d
-        columns = scores[:, :, None]
-        moved = E.new_empty((B, K, K))
-        # (the loops index the packed rows with plain slices: a step is a few calls)
-        for t in range(1, T):
-            n, o, before = p.steps[t], p.offsets[t], p.offsets[t - 1]
-            if n == 0:
-                break
-            step = moved[:n]
-            torch.add(columns[before : before + n], self.group_trans[0] if trans is None else trans[:n], out=step)
-            if t in self.ws_steps:
-                step.masked_fill_(p.ws[:n, t - 1, None, None] & self._ends(p.inside[:n]), NEG_INF)
-            out = scores[o : o + n]
-            torch.amax(step, dim=1, out=out)
-            out.add_(E[o : o + n])
+            trans = None if G == 1 else self.group_trans.index_select(0, p.group)  # (B, K, K) sorted docs
+            E = p.E[:, 0]
+            scores = torch.empty_like(E)  # (N, K) best score of a path ending in each tag
+            torch.add(p.start, E[:B], out=scores[:B])  # step 0: row d is sorted doc d
+            columns = scores[:, :, None]
+            moved = E.new_empty((B, K, K))
+            # (the loops index the packed rows with plain slices: a step is a few calls)
+            for t in range(1, T):
+                n, o, before = p.steps[t], p.offsets[t], p.offsets[t - 1]
+                if n == 0:
+                    break
+                step = moved[:n]
+                torch.add(columns[before : before + n], self.group_trans[0] if trans is None else trans[:n], out=step)
+                if t in self.ws_steps:
+                    step.masked_fill_(p.ws[:n, t - 1, None, None] & self._ends(p.inside[:n]), NEG_INF)
+                out = scores[o : o + n]
+                torch.amax(step, dim=1, out=out)
+                out.add_(E[o : o + n])
         sorted_docs = torch.arange(B, device=device)
         last = p.rows[(p.lengths - 1).clamp(min=0), sorted_docs]
         path = torch.zeros_like(p.time)  # (N,) the best path's tag of each row
@@ -334,6 +344,44 @@ class Lattice:
         tags = torch.zeros((B, T), dtype=torch.long, device=device)
         tags[p.order[p.doc], p.time] = path
         return tags
+
+    def _bio_scores(self, p: _Packed) -> torch.Tensor:
+        """Viterbi's forward pass for BIO tags (``bio``) and one transition table: (N, K) best
+        scores, as the dense pass gives them.
+
+        Tags reordered [O, B-1 .. B-m, I-1 .. I-m]: any tag may precede O and the B- tags (one
+        max over every predecessor for those m + 1 columns), only B-X and I-X may precede I-X
+        (a max of two for each); the moves left out are the forbidden ones (-inf), so the best
+        scores are the same sums. About half the dense step's work, in a few more calls.
+        """
+        B, T, K = self.emissions.shape
+        m = (K - 1) // 2
+        device = p.E.device
+        perm = torch.tensor([0] + list(range(1, K, 2)) + list(range(2, K, 2)), device=device)
+        E = p.E[:, 0].index_select(1, perm)  # (N, K)
+        trans = self.group_trans[0].index_select(0, perm).index_select(1, perm)  # (K, K), one group
+        opening = trans[:, : m + 1].t().contiguous()  # (m + 1, K) [next, previous]
+        b_to_i = trans[1 : m + 1, m + 1 :].diagonal().contiguous()  # (m,)
+        i_to_i = trans[m + 1 :, m + 1 :].diagonal().contiguous()
+        inside = p.inside.index_select(1, perm)
+        scores = torch.empty_like(E)
+        torch.add(p.start.index_select(1, perm), E[:B], out=scores[:B])  # step 0: row d is sorted doc d
+        moved = E.new_empty((B, m + 1, K))
+        pair = E.new_empty((B, m))
+        for t in range(1, T):
+            n, o, before = p.steps[t], p.offsets[t], p.offsets[t - 1]
+            if n == 0:
+                break
+            prev, out = scores[before : before + n], scores[o : o + n]
+            step = moved[:n]
+            torch.add(prev[:, None, :], opening, out=step)
+            if t in self.ws_steps:  # moves out of an entity on whitespace (never into I-)
+                step.masked_fill_((p.ws[:n, t - 1, None] & inside[:n])[:, None, :], NEG_INF)
+            torch.amax(step, dim=2, out=out[:, : m + 1])
+            torch.add(prev[:, 1 : m + 1], b_to_i, out=pair[:n])
+            torch.maximum(pair[:n], prev[:, m + 1 :] + i_to_i, out=out[:, m + 1 :])
+            out.add_(E[o : o + n])
+        return scores.index_select(1, torch.argsort(perm))  # the tags' own order
 
     @staticmethod
     def _products(P: torch.Tensor, group: torch.Tensor):
@@ -465,7 +513,7 @@ class Lattice:
         pick = lambda x: x.index_select(0, docs)  # noqa: E731
         return Lattice(
             pick(self.emissions)[:, :T], lengths, pick(self.start), self.group_trans, pick(self.end),
-            pick(self.whitespace)[:, :T], pick(self.is_inside), pick(self.group),
+            pick(self.whitespace)[:, :T], pick(self.is_inside), pick(self.group), self.bio,
         )
 
     @torch.no_grad()
@@ -539,6 +587,15 @@ class Lattice:
             beta[:, t] = torch.where((t + 1 < lengths)[:, None], ahead, self.end)
         last = alpha.gather(1, (lengths - 1).clamp(min=0)[:, None, None].expand(B, 1, K))[:, 0]
         return alpha, beta, torch.logsumexp(last + self.end, dim=-1)
+
+
+@functools.lru_cache(maxsize=64)
+def _is_bio(tags: Tuple[str, ...]) -> bool:
+    """Whether a tag list is laid out as :func:`~..decoding.bio_tags` lays it out."""
+    return (
+        len(tags) % 2 == 1 and tags[0] == "O"
+        and all(b.startswith("B-") and i == f"I-{b[2:]}" for b, i in zip(tags[1::2], tags[2::2]))
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -633,6 +690,10 @@ class DomainHead(nn.Module):
         if all(len(self.domain_tags[d]) == K for d in set(domains)):
             return emissions
         return emissions.masked_fill(~valid[:, None, :], NEG_INF)
+
+    def is_bio(self, domains: List[str]) -> bool:
+        """Whether every domain of the batch has its tags laid out as ``bio_tags`` does."""
+        return all(_is_bio(tuple(self.domain_tags[d])) for d in set(domains))
 
     def moves(self, domains: List[str], K: int, device) -> Tuple[torch.Tensor, ...]:
         """Per doc, padded to K: is_begin, is_inside, valid (B, K); allowed start, end (B, K)
@@ -739,6 +800,7 @@ class CRFHead(DomainHead):
             whitespace,
             inside,
             group=index,
+            bio=self.is_bio(domains),
         )
 
     def decode(self, emissions, lengths, domains, whitespace):
@@ -785,5 +847,6 @@ class SoftmaxHead(DomainHead):
             whitespace,
             inside,
             group=index,
+            bio=self.is_bio(domains),
         )
         return lattice.viterbi(), {"logp": logp}
