@@ -32,11 +32,13 @@ def main() -> None:
     args = parser.parse_args()
     import torch
     from spacy.tokens import Doc
+    from thinc.api import fix_random_seed
 
     import spacy_crossner.pipeline as pipeline
     from spacy_crossner import set_domain
 
     torch.set_num_threads(1)
+    fix_random_seed(0)
     train = load_docs(args.work, "ai", "train")[:64]
     test = load_docs(args.work, "ai", "test")
     nlp = build_crossner(args.arch, "ai")

@@ -6,7 +6,8 @@ sequences are made impossible by constraints, never patched after decoding: an `
 follows ``B-X`` or ``I-X``, and, as in spaCy's ``ner``, an entity neither starts nor ends on a
 whitespace token (``token.is_space``).
 """
-from typing import Callable, List, Optional, Sequence, Tuple
+import functools
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 
@@ -167,6 +168,84 @@ def iob2_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
         if prefix in ("B", "I") and not continues:
             start, label = i, tag_label
     return spans
+
+
+class SpanTable(NamedTuple):
+    """The entity spans of a batch of docs, one entry per span, ordered by doc then start."""
+
+    rows: numpy.ndarray  # (S,) the doc of each span
+    starts: numpy.ndarray  # (S,) first token
+    ends: numpy.ndarray  # (S,) one past the last token
+    labels: List[str]  # S labels
+
+    def per_doc(self, n_docs: int) -> List[List[Tuple[int, int, str]]]:
+        """Per doc, its spans ``(start, end, label)``, as :func:`iob2_spans` gives them."""
+        spans = list(zip(self.starts.tolist(), self.ends.tolist(), self.labels))
+        bounds = numpy.concatenate([[0], numpy.cumsum(numpy.bincount(self.rows, minlength=n_docs))]).tolist()
+        return [spans[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_labels(tags: Tuple[str, ...]) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray, Tuple[str, ...]]:
+    """is_begin, is_inside and label code (-1 for O) of each tag, and the labels (sorted)."""
+    labels = tuple(sorted({t[2:] for t in tags if t[:2] in ("B-", "I-")}))
+    code = {label: i for i, label in enumerate(labels)}
+    return (
+        numpy.array([t.startswith("B-") for t in tags], dtype=bool),
+        numpy.array([t.startswith("I-") for t in tags], dtype=bool),
+        numpy.array([code.get(t[2:], -1) if t[:2] in ("B-", "I-") else -1 for t in tags], dtype="int64"),
+        labels,
+    )
+
+
+def iob2_spans_batch(
+    tag_ids: numpy.ndarray, lengths: Sequence[int], tag_sets: Sequence[Sequence[str]]
+) -> SpanTable:
+    """:func:`iob2_spans` of a padded batch of tag ids, vectorised over docs and tokens.
+
+    tag_ids (ndarray): (B, T) ints, tag ids of each doc (past its length: ignored).
+    lengths (Sequence[int]): B lengths.
+    tag_sets (Sequence[Sequence[str]]): per doc, its tag list (the ids index it).
+    RETURNS (SpanTable): the spans of every doc (``.per_doc(B)``: per doc, as iob2_spans).
+    """
+    B = len(lengths)
+    if B == 0:
+        none = numpy.zeros(0, dtype="int64")
+        return SpanTable(none, none, none, [])
+    T = tag_ids.shape[1]
+    sets: Dict[int, int] = {}  # id of a tag list -> its index (docs of a domain share one list)
+    unique: List[Sequence[str]] = []
+    which = numpy.empty(B, dtype="int64")
+    for b, tags in enumerate(tag_sets):
+        if id(tags) not in sets:
+            sets[id(tags)] = len(unique)
+            unique.append(tags)
+        which[b] = sets[id(tags)]
+    kinds = [_tag_labels(tuple(tags)) for tags in unique]
+    K = max(len(k[0]) for k in kinds)
+    begin = numpy.zeros((len(kinds), K), dtype=bool)
+    inside = numpy.zeros((len(kinds), K), dtype=bool)
+    label = numpy.full((len(kinds), K), -1, dtype="int64")
+    first_label = numpy.cumsum([0] + [len(k[3]) for k in kinds])  # codes across the tag sets
+    for i, (is_b, is_i, code, _) in enumerate(kinds):
+        begin[i, : len(is_b)], inside[i, : len(is_i)] = is_b, is_i
+        label[i, : len(code)] = numpy.where(code >= 0, code + first_label[i], -1)
+    ids = numpy.clip(tag_ids[:, :T], 0, K - 1)
+    live = numpy.arange(T)[None, :] < numpy.asarray(lengths)[:, None]
+    rows = which[:, None]
+    is_b, is_i, lab = begin[rows, ids] & live, inside[rows, ids] & live, label[rows, ids]
+    in_span = is_b | is_i
+    # I-X continues the span of the token before when that token is B-X or I-X (same X)
+    cont = numpy.zeros((B, T), dtype=bool)
+    cont[:, 1:] = is_i[:, 1:] & in_span[:, :-1] & (lab[:, 1:] == lab[:, :-1])
+    # a span ends at the first later token that does not continue it (or at the doc's end)
+    brk = numpy.ones((B, T + 1), dtype=bool)
+    brk[:, :T] = ~cont
+    nxt = numpy.where(brk, numpy.arange(T + 1)[None, :], T + 1)
+    nxt = numpy.minimum.accumulate(nxt[:, ::-1], axis=1)[:, ::-1]
+    r, t = numpy.nonzero(in_span & ~cont)
+    names = numpy.array([name for k in kinds for name in k[3]] or [""], dtype=object)
+    return SpanTable(r, t, nxt[r, t + 1], names[lab[r, t]].tolist())
 
 
 def autoregressive_beam_search(

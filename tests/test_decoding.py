@@ -8,6 +8,7 @@ from spacy_crossner.decoding import (
     bio_tags,
     constrained_argmax,
     iob2_spans,
+    iob2_spans_batch,
     viterbi_decode,
 )
 
@@ -107,3 +108,22 @@ def test_iob2_spans():
     assert iob2_spans(["O", "O"]) == []
     # conlleval reading of a stray I-: it opens an entity
     assert iob2_spans(["O", "I-A", "I-B"]) == [(1, 2, "A"), (2, 3, "B")]
+
+
+def test_iob2_spans_batch_equals_iob2_spans():
+    # any sequences (invalid ones too), docs of two tag sets and lengths 0..7 in one batch
+    rng = numpy.random.RandomState(0)
+    other = bio_tags(["B", "X-Y", "C"])  # "B" is a label here too; labels may hold "-"
+    sets, lengths = [], []
+    for _ in range(60):
+        sets.append(TAGS if rng.rand() < 0.5 else other)
+        lengths.append(int(rng.randint(0, 8)))
+    ids = rng.randint(0, len(other), (60, 8))
+    for b, tags in enumerate(sets):
+        ids[b] %= len(tags)
+    ids[0, :3] = [2, 2, 1]  # I-A I-A B-A
+    got = iob2_spans_batch(ids, lengths, sets).per_doc(60)
+    expected = [iob2_spans([tags[k] for k in ids[b, :n]]) for b, (tags, n) in enumerate(zip(sets, lengths))]
+    assert got == expected
+    assert sum(len(spans) for spans in expected) > 60
+    assert iob2_spans_batch(numpy.zeros((0, 0), dtype=int), [], []).per_doc(0) == []

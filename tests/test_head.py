@@ -16,7 +16,8 @@ from spacy_crossner.decoding import (
     whitespace_masks,
 )
 from spacy_crossner.models.head import _crf_to_host, crf_span_log_prob
-from spacy_crossner.models.pytorch_heads import CRFHead, SoftmaxHead
+from spacy_crossner.models import pytorch_heads
+from spacy_crossner.models.pytorch_heads import STACKED_GROUPS, CRFHead, Lattice, SoftmaxHead
 
 DOMAINS = {"a": bio_tags(["X"]), "b": bio_tags(["X", "Y", "Z"])}
 
@@ -84,11 +85,13 @@ def test_span_marginals_equal_brute_force(ws):
             assert math.isclose(got, expected, rel_tol=1e-7, abs_tol=1e-12)
 
 
-def test_batched_viterbi_equals_reference_with_whitespace():
+@pytest.mark.parametrize("bio_from", [1, 1000])  # the BIO-split forward pass, the dense one
+@pytest.mark.parametrize("domains", [["a", "b", "b", "a", "b"] * 3, ["b"] * 15])
+def test_batched_viterbi_equals_reference_with_whitespace(domains, bio_from, monkeypatch):
+    monkeypatch.setattr(pytorch_heads, "BIO_VITERBI_MIN_TAGS", bio_from)
     head = random_crf_head(1)
     rng = numpy.random.RandomState(0)
-    domains = ["a", "b", "b", "a", "b"]
-    lengths = [5, 1, 7, 3, 6]
+    lengths = [5, 1, 7, 3, 6, 7, 2, 4, 4, 1, 6, 5, 3, 7, 2]
     T, K = max(lengths), len(DOMAINS["b"])
     emissions = rng.randn(len(domains), T, K) * 3
     ws = rng.rand(len(domains), T) < 0.3
@@ -206,13 +209,12 @@ def test_scaled_forward_backward_equals_log_space_reference(ws_rate):
         assert numpy.array_equal(lattice.closed[b, :n, :k, :k].numpy(), closed)
 
 
-def test_vectorised_span_log_probs_equal_the_per_span_reference():
-    from spacy_crossner.models.head import crf_span_log_probs
-
+@pytest.mark.parametrize("domains", [["b", "a", "b"], ["b", "b"], ["a", "b", "a", "b", "a", "b", "b"]])
+def test_vectorised_span_log_probs_equal_the_per_span_reference(domains):
+    # one domain (one GEMM per step), two (stacked GEMM) and more docs than STACKED_GROUPS
     head = random_crf_head(4)
     rng = numpy.random.RandomState(5)
-    domains = ["b", "a", "b"]
-    lengths = [7, 4, 1]
+    lengths = [7, 4, 1, 6, 2, 5, 3][: len(domains)]
     T, K = max(lengths), len(DOMAINS["b"])
     emissions = torch.from_numpy(rng.randn(len(domains), T, K) * 2)
     ws = rng.rand(len(domains), T) < 0.3
@@ -226,7 +228,8 @@ def test_vectorised_span_log_probs_equal_the_per_span_reference():
                 for e in range(s + 1, n + 1):
                     rows.append(row)
                     spans.append((s, e, tags.index(f"B-{label}"), tags.index(f"I-{label}")))
-    got = crf_span_log_probs(host, lengths, ws, rows, spans)
+    columns = torch.tensor([(r, *span) for r, span in zip(rows, spans)]).t()
+    got = extra["lattice"].span_log_probs(*columns).numpy()
     expected = numpy.array([
         crf_span_log_prob(host, row, lengths[row], ws[row], *span) for row, span in zip(rows, spans)
     ])
@@ -234,4 +237,62 @@ def test_vectorised_span_log_probs_equal_the_per_span_reference():
     assert numpy.array_equal(numpy.isfinite(got), numpy.isfinite(expected))
     finite = numpy.isfinite(expected)
     assert numpy.allclose(got[finite], expected[finite], rtol=1e-10, atol=1e-10)
-    assert len(crf_span_log_probs(host, lengths, ws, [], [])) == 0
+    # the spans of some docs only: the forward-backward runs over those docs, same values
+    some = torch.tensor(rows) != 1
+    part = extra["lattice"].span_log_probs(*columns[:, some]).numpy()
+    assert numpy.allclose(part[finite[some]], got[some.numpy()][finite[some]], rtol=1e-12, atol=1e-12)
+    assert len(extra["lattice"].span_log_probs(*columns[:, :0])) == 0
+
+
+def test_lattice_with_a_table_per_doc_equals_the_grouped_lattice():
+    # one transition table per doc (a group per doc) gives what one per domain gives
+    head = random_crf_head(6)
+    rng = numpy.random.RandomState(7)
+    domains, lengths = ["b", "a", "b", "b", "a", "b"], [5, 3, 6, 1, 6, 2]  # more tables than STACKED_GROUPS
+    emissions = torch.from_numpy(rng.randn(6, 6, 7) * 2)
+    ws = torch.from_numpy(rng.rand(6, 6) < 0.3)
+    grouped = head.lattice(emissions, torch.tensor(lengths), domains, ws)
+    per_doc = Lattice(
+        grouped.emissions, grouped.lengths, grouped.start, grouped.trans, grouped.end,
+        grouped.whitespace, grouped.is_inside, torch.arange(6),
+    )
+    assert per_doc.group_trans.shape[0] == 6 > STACKED_GROUPS and grouped.group_trans.shape[0] == 2
+    assert torch.equal(per_doc.viterbi(), grouped.viterbi())
+    for got, expected in zip(per_doc.forward_backward(), grouped.forward_backward()):
+        assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_crf_decode_gives_the_brute_force_entity_probabilities():
+    # the whole decoding path of head.decode: Viterbi entities, each with its marginal
+    from types import SimpleNamespace
+
+    from spacy_crossner.models.head import decode
+
+    head = random_crf_head(8)
+    rng = numpy.random.RandomState(9)
+    domains, lengths = ["a", "b", "a"], [4, 3, 0]
+    emissions = rng.randn(3, 4, 7).astype("float32") * 3
+    whitespace = [[False, False, True, False], [False, True, False], []]
+    layer = SimpleNamespace(attrs={"decoder": "crf"}, shims=[SimpleNamespace(_model=head, device=torch.device("cpu"))])
+    model = SimpleNamespace(get_ref=lambda name: layer, ops=SimpleNamespace(asarray1i=numpy.asarray))
+    output = SimpleNamespace(scores=emissions, lengths=lengths, domains=domains)
+    decoded = decode(model, output, whitespace)
+    assert decoded[2] == ([], [], [])
+    n_spans = 0
+    for b in range(2):
+        tags = DOMAINS[domains[b]]
+        n = lengths[b]
+        E = emissions[b, :n, : len(tags)].astype("float64")
+        scores = sequence_scores(head, domains[b], E, whitespace[b])
+        log_z = numpy.logaddexp.reduce(numpy.array(list(scores.values())))
+        best = max(scores, key=scores.get)
+        assert decoded[b].tags == [tags[k] for k in best]
+        assert decoded[b].spans == iob2_spans(decoded[b].tags)
+        for (s, e, label), p in zip(decoded[b].spans, decoded[b].probs):
+            expected = sum(
+                math.exp(score - log_z) for seq, score in scores.items()
+                if (s, e, label) in iob2_spans([tags[k] for k in seq])
+            )
+            assert math.isclose(p, expected, rel_tol=1e-7, abs_tol=1e-12)
+            n_spans += 1
+    assert n_spans >= 2

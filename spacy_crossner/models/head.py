@@ -18,6 +18,7 @@ Decoders (``head.attrs["decoder"]``):
 Entities never start or end on a whitespace token, and ``I-X`` only follows ``B-X``/``I-X``:
 both are constraints of the decoders, not filters afterwards.
 """
+import functools
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
@@ -26,7 +27,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
 from thinc.types import Floats3d
 from thinc.util import get_torch_default_device
 
-from ..decoding import iob2_spans
+from ..decoding import iob2_spans, iob2_spans_batch
 from .pytorch_heads import CRFHead, SoftmaxHead
 
 DECODERS = ("crf", "softmax", "autoregressive")
@@ -154,16 +155,17 @@ def decode(model: Model, output, whitespace: Sequence[Sequence[bool]]) -> List[D
     module = head.shims[0]._model
     decoder = head.attrs["decoder"]
     device = head.shims[0].device
-    out: List[Decoded] = [Decoded([], [], []) for _ in output.lengths]
     keep = [i for i, n in enumerate(output.lengths) if n]
+    out: List[Optional[Decoded]] = [None] * len(output.lengths)
     if not keep:
-        return out
+        return _filled(out)
     domains = [output.domains[i] for i in keep]
     lengths = [output.lengths[i] for i in keep]
     T = max(lengths)
     ws = numpy.zeros((len(keep), T), dtype=bool)
-    for row, i in enumerate(keep):
-        ws[row, : lengths[row]] = numpy.asarray(whitespace[i], dtype=bool)
+    if any(map(any, whitespace)):
+        for row, i in enumerate(keep):
+            ws[row, : lengths[row]] = numpy.asarray(whitespace[i], dtype=bool)
     ws_t = torch.from_numpy(ws).to(device)
     lengths_t = torch.tensor(lengths, dtype=torch.long)
     idx = model.ops.asarray1i(keep)
@@ -180,8 +182,9 @@ def decode(model: Model, output, whitespace: Sequence[Sequence[bool]]) -> List[D
             logp = [torch.log_softmax(p, dim=-1).cpu().numpy() for p in path_logits]
             for row, i in enumerate(keep):
                 out[i] = _with_token_probs(module.domain_tags[domains[row]], tag_ids[row], logp[row])
-            return out
-        emissions = xp2torch(output.scores[idx][:, :T], device=device)
+            return _filled(out)
+        scores = output.scores if len(keep) == len(output.lengths) else output.scores[idx]
+        emissions = xp2torch(scores[:, :T], device=device)
         tags_t, extra = module.decode(emissions, lengths_t, domains, ws_t)
         tags = tags_t.cpu().numpy()
         if decoder == "softmax":
@@ -189,25 +192,56 @@ def decode(model: Model, output, whitespace: Sequence[Sequence[bool]]) -> List[D
             for row, i in enumerate(keep):
                 ids = tags[row, : lengths[row]].tolist()
                 out[i] = _with_token_probs(module.domain_tags[domains[row]], ids, logp[row])
-            return out
-        host = _crf_to_host(extra)
-        found = []  # (row, names, spans) per doc, then every span's probability at once
-        span_rows, span_args = [], []
-        for row, i in enumerate(keep):
-            ids = tags[row, : lengths[row]].tolist()
-            names = module.domain_tags[domains[row]]
-            spans = iob2_spans([names[k] for k in ids])
-            index = {t: k for k, t in enumerate(names)}
-            found.append((i, [names[k] for k in ids], spans))
-            for s, e, l in spans:
-                span_rows.append(row)
-                span_args.append((s, e, index[f"B-{l}"], index[f"I-{l}"]))
-        probs = numpy.minimum(1.0, numpy.exp(crf_span_log_probs(host, lengths, ws, span_rows, span_args)))
+            return _filled(out)
+        # one host copy of the tags; spans found on the host, their probabilities computed on
+        # the device from the lattice, one host copy of them
+        present = sorted(set(domains))
+        which = {d: i for i, d in enumerate(present)}
+        table = iob2_spans_batch(tags, lengths, [module.domain_tags[d] for d in domains])
+        probs = numpy.zeros((0,))
+        if len(table.rows):
+            kinds = [_label_tag_ids(tuple(module.domain_tags[d])) for d in present]
+            K = max(len(begin) for begin, _ in kinds)
+            begin_of = numpy.full((len(present), K), -1, dtype="int64")
+            inside_of = numpy.full((len(present), K), -1, dtype="int64")
+            for i, (begin, inside) in enumerate(kinds):
+                begin_of[i, : len(begin)], inside_of[i, : len(inside)] = begin, inside
+            domain_of = numpy.array([which[d] for d in domains], dtype="int64")[table.rows]
+            first = tags[table.rows, table.starts]
+            columns = numpy.stack(
+                [table.rows, table.starts, table.ends, begin_of[domain_of, first], inside_of[domain_of, first]]
+            )
+            log_probs = extra["lattice"].span_log_probs(*torch.from_numpy(columns).to(device))
+            probs = numpy.minimum(1.0, numpy.exp(log_probs.cpu().numpy()))
+        spans = table.per_doc(len(keep))
+        probs = probs.tolist()
+        names = numpy.empty(tags.shape, dtype=object)  # every doc's tag names, one host list
+        for d in present:
+            rows = numpy.array([row for row, x in enumerate(domains) if x == d])
+            names[rows] = numpy.array(module.domain_tags[d], dtype=object)[tags[rows]]
+        names = names.tolist()
         start = 0
-        for i, names, spans in found:
-            out[i] = Decoded(names, spans, probs[start : start + len(spans)].tolist())
-            start += len(spans)
-    return out
+        for row, i in enumerate(keep):
+            n = len(spans[row])
+            out[i] = Decoded(names[row][: lengths[row]], spans[row], probs[start : start + n])
+            start += n
+    return _filled(out)
+
+
+def _filled(out: List[Optional[Decoded]]) -> List[Decoded]:
+    """The decodings, an empty one for each empty doc (None)."""
+    return [Decoded([], [], []) if d is None else d for d in out]
+
+
+@functools.lru_cache(maxsize=64)
+def _label_tag_ids(tags: Tuple[str, ...]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """Per tag, the ids of ``B-X`` and ``I-X`` of its label X (-1 for ``O``)."""
+    index = {t: k for k, t in enumerate(tags)}
+    labels = [t[2:] if t[:2] in ("B-", "I-") else None for t in tags]
+    return (
+        numpy.array([index.get(f"B-{x}", -1) if x is not None else -1 for x in labels], dtype="int64"),
+        numpy.array([index.get(f"I-{x}", -1) if x is not None else -1 for x in labels], dtype="int64"),
+    )
 
 
 def _with_token_probs(names: Sequence[str], ids: Sequence[int], logp: numpy.ndarray) -> Decoded:
@@ -220,11 +254,14 @@ def _with_token_probs(names: Sequence[str], ids: Sequence[int], logp: numpy.ndar
 
 
 def _crf_to_host(extra: Dict[str, Any]) -> Dict[str, numpy.ndarray]:
+    """The CRF lattice of :meth:`CRFHead.decode` on the host, with its full forward and backward
+    scores: the input of the per-span reference :func:`crf_span_log_prob`."""
     lattice = extra["lattice"]
+    alpha, beta, log_z = lattice.forward_backward()
     return {
-        "alpha": extra["alpha"].detach().double().cpu().numpy(),
-        "beta": extra["beta"].detach().double().cpu().numpy(),
-        "log_z": extra["log_z"].detach().double().cpu().numpy(),
+        "alpha": alpha.double().cpu().numpy(),
+        "beta": beta.double().cpu().numpy(),
+        "log_z": log_z.double().cpu().numpy(),
         "emissions": lattice.emissions.detach().double().cpu().numpy(),
         "trans": lattice.trans.detach().double().cpu().numpy(),
         "end": lattice.end.detach().double().cpu().numpy(),
@@ -263,51 +300,3 @@ def crf_span_log_prob(
     else:
         score += host["end"][row, prev]
     return float(score - host["log_z"][row])
-
-
-def crf_span_log_probs(
-    host: Dict[str, numpy.ndarray], lengths: Sequence[int], whitespace: numpy.ndarray,
-    rows: Sequence[int], spans: Sequence[Tuple[int, int, int, int]],
-) -> numpy.ndarray:
-    """:func:`crf_span_log_prob` of many spans at once (vectorised over spans; tested equal).
-
-    host: the lattice on the host (:func:`_crf_to_host`); lengths: per row; whitespace: (B, T)
-    bool; rows: N rows; spans: N ``(start, end, begin_id, inside_id)``.
-    RETURNS (ndarray): (N,) log marginal probabilities.
-    """
-    n = len(rows)
-    if n == 0:
-        return numpy.zeros((0,))
-    r = numpy.asarray(rows, dtype="int64")
-    s, e, bi, ii = (numpy.asarray(x, dtype="int64") for x in zip(*spans))
-    length = numpy.asarray(lengths, dtype="int64")[r]
-    E, trans, inside = host["emissions"], host["trans"], host["inside"]
-    score = host["alpha"][r, s, bi].copy()
-    # inside the span: B -> I, then I -> I (the whitespace rule never closes a move into I)
-    width = int((e - s).max())
-    steps = s[:, None] + 1 + numpy.arange(max(width - 1, 0))[None, :]  # (N, width-1)
-    within = steps < e[:, None]
-    inner = E[r[:, None], numpy.minimum(steps, E.shape[1] - 1), ii[:, None]]
-    inner = numpy.where(within, inner, 0.0).sum(axis=1)
-    n_ii = numpy.maximum(e - s - 2, 0)
-    long_span = e - s >= 2
-    with numpy.errstate(invalid="ignore"):
-        score += numpy.where(
-            long_span, trans[r, bi, ii] + inner + n_ii * numpy.where(n_ii > 0, trans[r, ii, ii], 0.0), 0.0
-        )
-    prev = numpy.where(long_span, ii, bi)
-    # after the span: anything but I-X (logsumexp over the next tag), or the end
-    closes = e < length
-    at = numpy.minimum(e, E.shape[1] - 1)
-    nxt = trans[r, prev] + E[r, at] + host["beta"][r, at]  # (N, K)
-    shut = (whitespace[r, numpy.maximum(at - 1, 0)] & inside[r, prev])[:, None] & ~inside[r]
-    nxt = numpy.where(shut, -numpy.inf, nxt)
-    nxt[numpy.arange(n), ii] = -numpy.inf
-    top = nxt.max(axis=1)
-    safe = numpy.where(numpy.isfinite(top), top, 0.0)
-    with numpy.errstate(divide="ignore"):
-        tail = numpy.where(
-            numpy.isfinite(top), safe + numpy.log(numpy.exp(nxt - safe[:, None]).sum(axis=1)), -numpy.inf
-        )
-    score += numpy.where(closes, tail, host["end"][r, prev])
-    return score - host["log_z"][r]

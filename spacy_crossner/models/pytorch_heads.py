@@ -8,7 +8,8 @@ names, which may hold characters that torch forbids in module names.
 Shapes: B docs, T longest doc, K tags of the widest domain in the batch (columns past a
 domain's own tags are padding).
 """
-from typing import Dict, List, Optional, Sequence, Tuple
+import functools
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -143,33 +144,100 @@ class ConstrainedCRF(CRF):
         return super().forward(emissions, tags, mask=mask, reduction=reduction)
 
 
+STACKED_GROUPS = 4  # up to this many transition tables in a batch: one stacked GEMM per step
+# From this many tags on, Viterbi's forward pass splits a step by the BIO structure; below, the
+# dense step's fewer calls cost less (benchmarks/decode_ab.py, CPU).
+BIO_VITERBI_MIN_TAGS = 25
+
+
+class _Packed(NamedTuple):
+    """A lattice's docs sorted longest first and packed time-major, as in torch's
+    ``PackedSequence``: the rows of step t are ``offsets[t] : offsets[t] + steps[t]``, one
+    per doc longer than t, in the sorted order, so a step works on a prefix of the docs (the
+    rows of the step before it start at ``offsets[t - 1]``) and no work is spent on padding.
+
+    Each row holds two positions of its doc: t (the forward direction) and length - 1 - t
+    (the backward recursion runs over each doc reversed, so that it shrinks like the forward
+    one)."""
+
+    unsort: torch.Tensor  # (B,) sorted position of each original doc
+    order: torch.Tensor  # (B,) original index of each sorted doc
+    steps: List[int]  # n_t for t < T (host ints)
+    offsets: List[int]  # T + 1 host ints
+    rows: torch.Tensor  # (T, B) row of step t of sorted doc d (-1 past its length)
+    doc: torch.Tensor  # (N,) sorted position of each row's doc
+    time: torch.Tensor  # (N,) the row's step
+    E: torch.Tensor  # (N, 2, K) emissions at t and at length - 1 - t
+    lengths: torch.Tensor  # (B,) sorted
+    group: torch.Tensor  # (B,)
+    start: torch.Tensor  # (B, K)
+    end: torch.Tensor  # (B, K)
+    ws: torch.Tensor  # (B, T)
+    inside: torch.Tensor  # (B, K)
+
+
+class _Scaled(NamedTuple):
+    """The forward and backward recursions in scaled probability space, packed as
+    :class:`_Packed`, for row r of step t of sorted doc d (u = t for the backward one):
+
+    alpha[t, d] = log X[r, 0] + log_c[t, d, 0] + E[r, 0]
+    beta[length_d - 1 - u, d] = log X[r, 1] + log_c[u, d, 1]   (u >= 1; ``end`` at u = 0)
+    """
+
+    X: torch.Tensor  # (N, 2, K)
+    log_c: torch.Tensor  # (T, B, 2), padded
+    log_z: torch.Tensor  # (B,) sorted
+
+
 class Lattice:
     """The constrained tag lattice of a padded batch: per-doc scores of every move.
 
     emissions (B, T, K): emission scores, -inf where a tag is not allowed (padding tags,
-        whitespace constraints). start, end (B, K) and trans (B, K, K) [previous, next]: move
-        scores, -inf where forbidden. whitespace (B, T) bool: whitespace tokens; a move into
-        position t is also forbidden when token t-1 is whitespace inside an entity that would
-        end there. lengths (B,) long, on the emissions' device. is_inside (B, K): which tags
-        continue an entity.
+        whitespace constraints). start, end (B, K): move scores, -inf where forbidden.
+        trans (G, K, K) [previous, next]: transition scores of G groups of docs (the domains
+        of the batch), -inf where forbidden. whitespace (B, T) bool: whitespace tokens; a move
+        into position t is also forbidden when token t-1 is whitespace inside an entity that
+        would end there. lengths (B,) long, at least 1. is_inside (B, K): which tags continue
+        an entity. group (B,) long: each doc's group (its row of ``trans``). bio (bool): every
+        group's tags are :func:`~..decoding.bio_tags` (O, then B-X, I-X per label; padding
+        tags last), the BIO moves forbidden in ``trans``: Viterbi may use that structure.
 
-    The whitespace moves are masked only at the steps where some doc of the batch has a
-    whitespace token before them (found with one host copy of a (T,) flag vector per batch),
-    so a batch without whitespace tokens pays nothing for them.
+    The recursions run with no gradient (decoding only) over the packed docs
+    (:class:`_Packed`), a few operations per step whatever the number of docs and groups:
+    those calls, not the arithmetic, are most of the time at these sizes on CPU. Docs of a
+    group share its transition table, so a step of the forward-backward is one GEMM (a
+    stacked one over the groups, then a row selection, for a batch of a few domains). The
+    whitespace moves are masked only at the steps where some doc of the batch has a
+    whitespace token before them (found with one host copy of a flag vector per batch), so a
+    batch without whitespace tokens pays nothing for them.
     """
 
-    def __init__(self, emissions, lengths, start, trans, end, whitespace, is_inside) -> None:
+    def __init__(
+        self, emissions, lengths, start, trans, end, whitespace, is_inside, group, bio: bool = False
+    ) -> None:
+        if trans.dim() != 3 or group.shape != lengths.shape:
+            raise ValueError(
+                f"trans must be (G, K, K) and group (B,): got {tuple(trans.shape)} and {tuple(group.shape)}"
+            )
         self.is_inside = is_inside
         self.emissions = emissions
         self.lengths = lengths
         self.start = start
-        self.trans = trans
+        self.group_trans = trans
+        self.group = group
         self.end = end
         self.whitespace = whitespace
-        self.ends = is_inside[:, :, None] & ~is_inside[:, None, :]  # (B, K, K)
+        self.bio = bio
         T = emissions.shape[1]
         flags = whitespace[:, : max(T - 1, 0)].any(dim=0)  # (T-1,): token t-1 is whitespace
         self.ws_steps = set((flags.nonzero()[:, 0] + 1).tolist())
+        self._packed: Optional[_Packed] = None
+        self._scaled: Optional[_Scaled] = None
+
+    @property
+    def trans(self) -> torch.Tensor:
+        """(B, K, K) each doc's transition scores."""
+        return self.group_trans.index_select(0, self.group)
 
     @property
     def closed(self) -> torch.Tensor:
@@ -180,118 +248,330 @@ class Lattice:
         """(B, K, K) moves into t forbidden by the whitespace rule, None when there are none."""
         if t not in self.ws_steps:
             return None
-        return self.whitespace[:, t - 1, None, None] & self.ends
+        return self.whitespace[:, t - 1, None, None] & self._ends(self.is_inside)
 
     def move(self, t: int) -> torch.Tensor:
         """(B, K, K) scores of moving into position t."""
         closed = self.closed_at(t)
         return self.trans if closed is None else self.trans.masked_fill(closed, NEG_INF)
 
-    def _by_length(self):
-        """The batch sorted longest first, so that step t runs over the n_t docs longer than t
-        (a prefix): order and its inverse (B,), n_t per step (host ints, one copy of the
-        lengths per batch), and the sorted emissions, lengths, moves and whitespace flags."""
+    @staticmethod
+    def _ends(inside: torch.Tensor) -> torch.Tensor:
+        """(n, K, K) moves that end an entity (from an inside tag to one that is not)."""
+        return inside[:, :, None] & ~inside[:, None, :]
+
+    def _pack(self) -> _Packed:
+        if self._packed is not None:
+            return self._packed
+        B, T, K = self.emissions.shape
+        device = self.emissions.device
         order = torch.argsort(self.lengths, descending=True, stable=True)
         unsort = torch.empty_like(order)
-        unsort[order] = torch.arange(order.shape[0], device=order.device)
-        T = self.emissions.shape[1]
-        counts = torch.bincount(self.lengths, minlength=T + 1)  # docs of each length
-        steps = (counts.flip(0).cumsum(0).flip(0)[1 : T + 1]).tolist()  # n_t, t < T
+        unsort[order] = torch.arange(B, device=device)
+        lengths = self.lengths.index_select(0, order)
+        # row-major over (step, sorted doc), the running docs are the packed rows
+        live = torch.arange(T, device=device)[:, None] < lengths[None, :]  # (T, B)
+        time, doc = live.nonzero(as_tuple=True)
+        rows = torch.where(live, live.view(-1).cumsum(0).view(T, B) - 1, -1)
+        steps = live.sum(dim=1).tolist()  # one host copy
+        offsets = [0]
+        for n in steps:
+            offsets.append(offsets[-1] + n)
+        # emissions of each row at t and at length - 1 - t, one gather
+        at = torch.stack([time, lengths.index_select(0, doc) - 1 - time], dim=1)  # (N, 2)
+        flat = (order.index_select(0, doc) * T)[:, None] + at
+        E = self.emissions.reshape(B * T, K).index_select(0, flat.view(-1)).view(-1, 2, K)
         pick = lambda x: x.index_select(0, order)  # noqa: E731
-        sorted_ = {
-            "E": pick(self.emissions), "lengths": pick(self.lengths), "start": pick(self.start),
-            "trans": pick(self.trans), "end": pick(self.end), "ws": pick(self.whitespace),
-            "ends": pick(self.ends),
-        }
-        return order, unsort, steps, sorted_
+        self._packed = _Packed(
+            unsort=unsort, order=order, steps=steps, offsets=offsets, rows=rows, doc=doc,
+            time=time, E=E, lengths=lengths, group=pick(self.group), start=pick(self.start),
+            end=pick(self.end), ws=pick(self.whitespace), inside=pick(self.is_inside),
+        )
+        return self._packed
 
+    @torch.no_grad()
     def viterbi(self) -> torch.Tensor:
-        """(B, T) best tag ids (positions past a doc's length are 0), over a shrinking batch."""
-        _, unsort, steps, s = self._by_length()
-        E, lengths, trans = s["E"], s["lengths"], s["trans"]
-        B, T, K = E.shape
-        score = s["start"] + E[:, 0]
-        # A finished doc's back-pointers are the identity, so one backtrack from the last
-        # step serves every length (two small ops per step).
-        history = torch.arange(K, device=E.device).expand(B, T, K).clone()
+        """(B, T) best tag ids (positions past a doc's length are 0), over the packed docs.
+
+        The forward pass keeps only each step's best scores (a max without indices: several
+        times faster than one with them on CPU); the backtrack recomputes, for the one tag
+        chosen at t, the scores of its predecessors (the same sums) and takes their argmax:
+        the first best predecessor, as a max with indices gives.
+        """
+        p = self._pack()
+        B, T, K = self.emissions.shape
+        device = p.E.device
+        G = self.group_trans.shape[0]
+        # row g*K + j: group g's moves into j; each sorted doc's group's first row
+        into = self.group_trans.transpose(1, 2).reshape(G * K, K)
+        base = None if G == 1 else p.group * K
+        if self.bio and G == 1 and K % 2 == 1 and K >= BIO_VITERBI_MIN_TAGS:
+            scores = self._bio_scores(p)
+        else:
+            trans = None if G == 1 else self.group_trans.index_select(0, p.group)  # (B, K, K) sorted docs
+            E = p.E[:, 0]
+            scores = torch.empty_like(E)  # (N, K) best score of a path ending in each tag
+            torch.add(p.start, E[:B], out=scores[:B])  # step 0: row d is sorted doc d
+            columns = scores[:, :, None]
+            moved = E.new_empty((B, K, K))
+            # (the loops index the packed rows with plain slices: a step is a few calls)
+            for t in range(1, T):
+                n, o, before = p.steps[t], p.offsets[t], p.offsets[t - 1]
+                if n == 0:
+                    break
+                step = moved[:n]
+                torch.add(columns[before : before + n], self.group_trans[0] if trans is None else trans[:n], out=step)
+                if t in self.ws_steps:
+                    step.masked_fill_(p.ws[:n, t - 1, None, None] & self._ends(p.inside[:n]), NEG_INF)
+                out = scores[o : o + n]
+                torch.amax(step, dim=1, out=out)
+                out.add_(E[o : o + n])
+        sorted_docs = torch.arange(B, device=device)
+        last = p.rows[(p.lengths - 1).clamp(min=0), sorted_docs]
+        path = torch.zeros_like(p.time)  # (N,) the best path's tag of each row
+        path[last] = (scores.index_select(0, last) + p.end).argmax(dim=1)
+        for t in range(T - 1, 0, -1):
+            n, o, before = p.steps[t], p.offsets[t], p.offsets[t - 1]
+            if n == 0:
+                continue
+            chosen = path[o : o + n]
+            came = scores[before : before + n] + into.index_select(0, chosen if base is None else base[:n] + chosen)
+            if t in self.ws_steps:
+                inside = p.inside[:n]
+                ending = ~inside.gather(1, chosen[:, None])
+                came.masked_fill_(p.ws[:n, t - 1, None] & inside & ending, NEG_INF)
+            torch.argmax(came, dim=1, out=path[before : before + n])
+        tags = torch.zeros((B, T), dtype=torch.long, device=device)
+        tags[p.order[p.doc], p.time] = path
+        return tags
+
+    def _bio_scores(self, p: _Packed) -> torch.Tensor:
+        """Viterbi's forward pass for BIO tags (``bio``) and one transition table: (N, K) best
+        scores, as the dense pass gives them.
+
+        Tags reordered [O, B-1 .. B-m, I-1 .. I-m]: any tag may precede O and the B- tags (one
+        max over every predecessor for those m + 1 columns), only B-X and I-X may precede I-X
+        (a max of two for each); the moves left out are the forbidden ones (-inf), so the best
+        scores are the same sums. About half the dense step's work, in a few more calls.
+        """
+        B, T, K = self.emissions.shape
+        m = (K - 1) // 2
+        device = p.E.device
+        perm = torch.tensor([0] + list(range(1, K, 2)) + list(range(2, K, 2)), device=device)
+        E = p.E[:, 0].index_select(1, perm)  # (N, K)
+        trans = self.group_trans[0].index_select(0, perm).index_select(1, perm)  # (K, K), one group
+        opening = trans[:, : m + 1].t().contiguous()  # (m + 1, K) [next, previous]
+        b_to_i = trans[1 : m + 1, m + 1 :].diagonal().contiguous()  # (m,)
+        i_to_i = trans[m + 1 :, m + 1 :].diagonal().contiguous()
+        inside = p.inside.index_select(1, perm)
+        scores = torch.empty_like(E)
+        torch.add(p.start.index_select(1, perm), E[:B], out=scores[:B])  # step 0: row d is sorted doc d
+        moved = E.new_empty((B, m + 1, K))
+        pair = E.new_empty((B, m))
         for t in range(1, T):
-            n = steps[t]
+            n, o, before = p.steps[t], p.offsets[t], p.offsets[t - 1]
             if n == 0:
                 break
-            move = trans[:n]
-            if t in self.ws_steps:
-                move = move.masked_fill(s["ws"][:n, t - 1, None, None] & s["ends"][:n], NEG_INF)
-            best, arg = (score[:n, :, None] + move).max(dim=1)
-            history[:n, t] = arg
-            score = torch.cat([best + E[:n, t], score[n:]])
-        current = (score + s["end"]).argmax(dim=-1, keepdim=True)  # (B, 1)
-        tags = torch.empty((B, T), dtype=torch.long, device=E.device)
-        for t in range(T - 1, -1, -1):
-            tags[:, t] = current[:, 0]
-            current = history[:, t].gather(1, current)
-        live = torch.arange(T, device=E.device)[None, :] < lengths[:, None]  # (B, T)
-        tags = tags.masked_fill(~live, 0)
-        return tags.index_select(0, unsort)
+            prev, out = scores[before : before + n], scores[o : o + n]
+            step = moved[:n]
+            torch.add(prev[:, None, :], opening, out=step)
+            if t in self.ws_steps:  # moves out of an entity on whitespace (never into I-)
+                step.masked_fill_((p.ws[:n, t - 1, None] & inside[:n])[:, None, :], NEG_INF)
+            torch.amax(step, dim=2, out=out[:, : m + 1])
+            torch.add(prev[:, 1 : m + 1], b_to_i, out=pair[:n])
+            torch.maximum(pair[:n], prev[:, m + 1 :] + i_to_i, out=out[:, m + 1 :])
+            out.add_(E[o : o + n])
+        return scores.index_select(1, torch.argsort(perm))  # the tags' own order
 
+    @staticmethod
+    def _products(P: torch.Tensor, group: torch.Tensor):
+        """``product(x, n, out)``: out (n, W) = x (n, W) @ P[group[i]] for the first n docs.
+
+        P (G, W, W): one table per group; group (B,): each doc's group.
+        """
+        G, W, _ = P.shape
+        if G == 1:
+            table = P[0]
+            return lambda x, n, out: torch.mm(x, table, out=out)
+        if G <= STACKED_GROUPS:
+            stacked = P.transpose(0, 1).reshape(W, G * W)  # x @ stacked: (n, G, W)
+            rows = torch.arange(group.shape[0], device=group.device) * G + group
+
+            def product(x, n, out):
+                torch.index_select(torch.mm(x, stacked).view(n * G, W), 0, rows[:n], out=out)
+
+            return product
+        per_doc = P.index_select(0, group)
+        return lambda x, n, out: torch.bmm(x[:, None, :], per_doc[:n], out=out[:, None, :])
+
+    @torch.no_grad()
+    def scaled_forward_backward(self) -> _Scaled:
+        """The forward and backward recursions in probability space, with a scale per row and
+        direction (the scaled forward algorithm); computed once per lattice.
+
+        The backward recursion runs over each doc reversed, beside the forward one: a step is
+        one (n, 2K) x (2K, 2K) product of both directions' states with the block-diagonal
+        [[P, 0], [0, P^T]] (P = exp(trans)), for the docs still running, then one in-place
+        rescaling; the logs of the scales are summed once at the end. Exact up to rounding;
+        entries more than ~700 nats below their step's best underflow to zero (they carry no
+        probability mass).
+        """
+        if self._scaled is not None:
+            return self._scaled
+        p = self._pack()
+        B, T, K = self.emissions.shape
+        N = p.E.shape[0]
+        device = p.E.device
+        tiny = torch.finfo(p.E.dtype).tiny
+        G = self.group_trans.shape[0]
+        t_max = self.group_trans.amax(dim=(1, 2))  # (G,) finite: O -> O is always allowed
+        P = torch.exp(self.group_trans - t_max[:, None, None])  # (G, K, K)
+        both = P.new_zeros((G, 2 * K, 2 * K))
+        both[:, :K, :K] = P
+        both[:, K:, K:] = P.transpose(1, 2)
+        e_max = p.E.amax(dim=2)  # (N, 2) finite: O is always allowed
+        Q = (p.E - e_max[:, :, None]).exp_().view(N, 2 * K)
+        special = set()
+        if self.ws_steps:
+            ws_back = p.ws[p.doc, p.lengths[p.doc] - 1 - p.time]  # (N,) the backward position's token
+            special = self.ws_steps | set(p.time[ws_back & (p.time > 0)].unique().tolist())
+
+        def masked(t: int, n: int, x: torch.Tensor, out: torch.Tensor) -> None:
+            moves = P.index_select(0, p.group[:n])  # (n, K, K)
+            ends = self._ends(p.inside[:n])
+            forward = moves.masked_fill(p.ws[:n, t - 1, None, None] & ends, 0.0)
+            o = p.offsets[t]
+            backward = moves.masked_fill(ws_back[o : o + n, None, None] & ends, 0.0).transpose(1, 2)
+            out[:, :K] = torch.bmm(x[:, None, :K], forward)[:, 0]
+            out[:, K:] = torch.bmm(x[:, None, K:], backward)[:, 0]
+
+        product = self._products(both, p.group)
+        X = torch.empty((N, 2 * K), dtype=p.E.dtype, device=device)
+        halves = X.view(N, 2, K)
+        scales = X.new_ones((N, 2, 1))
+        c0 = p.start.amax(dim=1)  # finite: O may start
+        end_max = p.end.amax(dim=1)  # finite: O may end
+        torch.exp(p.start - c0[:, None], out=halves[:B, 0])  # step 0: row d is sorted doc d
+        torch.exp(p.end - end_max[:, None], out=halves[:B, 1])
+        for t in range(1, T):
+            n, o, before = p.steps[t], p.offsets[t], p.offsets[t - 1]
+            if n == 0:
+                break
+            x = X[before : before + n] * Q[before : before + n]
+            if t in special:
+                masked(t, n, x, X[o : o + n])
+            else:
+                product(x, n, X[o : o + n])
+            out, scale = halves[o : o + n], scales[o : o + n]
+            torch.amax(out, dim=2, keepdim=True, out=scale)
+            out.div_(scale.clamp_min_(tiny))
+        # log of the scale of row (t, d): the sum over steps up to t of log(scale) + max trans
+        # + max emission of the step before (a cumulative sum over the padded (T, B) grid)
+        log_s = X.new_zeros((T, B, 2))
+        log_s[p.time, p.doc] = torch.log(scales[:, :, 0]).add_(t_max.index_select(0, p.group)[p.doc, None])
+        before = X.new_zeros((T, B, 2))
+        before[p.time, p.doc] = e_max
+        log_s[1:] += before[:-1]
+        log_s[0, :, 0] = c0
+        log_s[0, :, 1] = end_max
+        log_c = log_s.cumsum(0)  # (T, B, 2); past a doc's length: unused
+        sorted_docs = torch.arange(B, device=device)
+        last_t = (p.lengths - 1).clamp(min=0)
+        last = p.rows[last_t, sorted_docs]
+        final = torch.log(halves[last, 0]) + log_c[last_t, sorted_docs, :1] + p.E[last, 0]  # alpha at the end
+        log_z = torch.logsumexp(final + p.end, dim=-1)
+        self._scaled = _Scaled(halves, log_c, log_z)
+        return self._scaled
+
+    @torch.no_grad()
     def forward_backward(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-space forward and backward scores, (B, T, K) each, and log Z (B,).
 
         alpha[b, t, k]: all paths over 0..t ending in k (emission at t included; -inf past
-        the doc's end); beta[b, t, k]: all continuations after t from k, end score included.
-
-        Computed in probability space with a scale per doc and step (the scaled forward
-        algorithm) over a shrinking, length-sorted batch: one batched (1, K) x (K, K) product
-        per step for the docs still running, instead of a log-sum-exp over the padded
-        (B, K, K); exact up to rounding. Entries more than ~700 nats below their step's best
-        underflow to -inf (they carry no probability mass). :meth:`forward_backward_log` is
-        the log-space reference.
+        the doc's end); beta[b, t, k]: all continuations after t from k, end score included
+        (``end`` itself from the doc's last token on). From :meth:`scaled_forward_backward`;
+        decoding reads only the entries it needs (:meth:`span_log_probs`).
+        :meth:`forward_backward_log` is the log-space reference.
         """
-        _, unsort, steps, s = self._by_length()
-        E, lengths, trans, end = s["E"], s["lengths"], s["trans"], s["end"]
-        B, T, K = E.shape
-        t_max = trans.amax(dim=(1, 2))  # (B,) finite: O -> O is always allowed
-        P = torch.exp(trans - t_max[:, None, None])  # (B, K, K)
-        e_max = E.amax(dim=2)  # (B, T) finite: O is always allowed
-        Q = torch.exp(E - e_max[:, :, None])  # (B, T, K)
-        tiny = torch.finfo(E.dtype).tiny
+        p = self._pack()
+        fb = self.scaled_forward_backward()
+        B, T, K = self.emissions.shape
+        docs = p.order[p.doc]
+        alpha = self.emissions.new_full((B, T, K), NEG_INF)
+        alpha[docs, p.time] = torch.log(fb.X[:, 0]) + fb.log_c[p.time, p.doc, :1] + p.E[:, 0]
+        beta = self.end[:, None, :].expand(B, T, K).clone()
+        later = p.time > 0  # step u = 0 is the last token: beta is `end` there
+        beta[docs[later], (p.lengths[p.doc] - 1 - p.time)[later]] = (
+            torch.log(fb.X[later, 1]) + fb.log_c[p.time[later], p.doc[later], 1:]
+        )
+        return alpha, beta, fb.log_z.index_select(0, p.unsort)
 
-        def moves(t: int, n: int) -> torch.Tensor:
-            if t not in self.ws_steps:
-                return P[:n]
-            return P[:n].masked_fill(s["ws"][:n, t - 1, None, None] & s["ends"][:n], 0.0)
+    def select(self, docs: torch.Tensor) -> "Lattice":
+        """The lattice of some of the docs (docs: (B',) long indices), cut to their longest."""
+        lengths = self.lengths.index_select(0, docs)
+        T = int(lengths.max())
+        pick = lambda x: x.index_select(0, docs)  # noqa: E731
+        return Lattice(
+            pick(self.emissions)[:, :T], lengths, pick(self.start), self.group_trans, pick(self.end),
+            pick(self.whitespace)[:, :T], pick(self.is_inside), pick(self.group), self.bio,
+        )
 
-        def rescale(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-            scale = x.amax(dim=1)
-            scale = torch.where(scale > tiny, scale, torch.ones_like(scale))
-            return x / scale[:, None], torch.log(scale)
+    @torch.no_grad()
+    def span_log_probs(
+        self, rows: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
+        begin_ids: torch.Tensor, inside_ids: torch.Tensor,
+    ) -> torch.Tensor:
+        """Log marginal probabilities that tokens ``starts[j]:ends[j]`` of doc ``rows[j]`` are
+        one entity (``B-X I-X ...`` followed by anything but ``I-X``), for N spans at once.
 
-        alpha = E.new_full((B, T, K), NEG_INF)
-        first = s["start"] + E[:, 0]
-        log_c = first.amax(dim=1)
-        a = torch.exp(first - log_c[:, None])
-        alpha[:, 0] = torch.log(a) + log_c[:, None]
-        for t in range(1, T):
-            n = steps[t]
-            if n == 0:
-                break
-            a, log_s = rescale(torch.bmm(a[:n, None, :], moves(t, n))[:, 0] * Q[:n, t])
-            log_c = log_c[:n] + log_s + t_max[:n] + e_max[:n, t]
-            alpha[:n, t] = torch.log(a) + log_c[:, None]
-        end_max = end.amax(dim=1)
-        end_p = torch.exp(end - end_max[:, None])
-        beta = end[:, None, :].expand(B, T, K).clone()
-        b, log_c = end_p.clone(), end_max.clone()
-        for t in range(T - 2, -1, -1):
-            n = steps[t + 1]  # docs with a token after t
-            if n == 0:
-                continue
-            nb, log_s = rescale(torch.bmm(moves(t + 1, n), (Q[:n, t + 1] * b[:n])[:, :, None])[:, :, 0])
-            b = torch.cat([nb, b[n:]])
-            log_c = torch.cat([log_c[:n] + log_s + t_max[:n] + e_max[:n, t + 1], log_c[n:]])
-            beta[:n, t] = torch.log(nb) + log_c[:n, None]
-        last = alpha.gather(1, (lengths - 1).clamp(min=0)[:, None, None].expand(B, 1, K))[:, 0]
-        log_z = torch.logsumexp(last + end, dim=-1)
-        return alpha.index_select(0, unsort), beta.index_select(0, unsort), log_z.index_select(0, unsort)
+        rows, starts, ends, begin_ids (the id of B-X), inside_ids (of I-X): (N,) long, on the
+        lattice's device. RETURNS: (N,) log probabilities. The per-span reference is
+        :func:`~.head.crf_span_log_prob`. The forward-backward runs over the docs that have a
+        span only (:meth:`select`): a doc without entities needs no marginals.
+        """
+        if rows.shape[0] == 0:
+            return self.emissions.new_zeros((0,))
+        docs, rows = torch.unique(rows, sorted=True, return_inverse=True)
+        if docs.shape[0] < self.lengths.shape[0]:
+            return self.select(docs)._span_log_probs(rows, starts, ends, begin_ids, inside_ids)
+        return self._span_log_probs(rows, starts, ends, begin_ids, inside_ids)
+
+    @torch.no_grad()
+    def _span_log_probs(self, rows, starts, ends, begin_ids, inside_ids) -> torch.Tensor:
+        p = self._pack()
+        fb = self.scaled_forward_backward()
+        B, T, K = self.emissions.shape
+        N = rows.shape[0]
+        E, X = p.E.view(-1, K), fb.X.view(-1, K)  # row 2r: forward / emissions at t, 2r+1: backward
+        trans = self.group_trans
+        d = p.unsort.index_select(0, rows)  # sorted positions
+        g = self.group.index_select(0, rows)
+        length = p.lengths.index_select(0, d)
+        at = torch.minimum(ends, length - 1)  # the token after the span (when it closes)
+        u = length - 1 - at  # the backward recursion's step at `at`
+        first, after, back = p.rows.view(-1).index_select(0, torch.cat([starts, at, u]) * B + d.repeat(3)).view(3, N)
+        # alpha at the first token (B-X), then B -> I and I -> I inside the span, the
+        # whitespace rule never closing a move into I
+        width = int((ends - starts).max())  # one host copy
+        steps = starts[:, None] + 1 + torch.arange(width - 1, device=rows.device)[None, :]
+        within = steps < ends[:, None]
+        inner_rows = p.rows[torch.minimum(steps, (ends - 1)[:, None]), d[:, None]]  # (N, width - 1)
+        inner = E[2 * inner_rows, inside_ids[:, None]].masked_fill_(~within, 0.0).sum(dim=1)
+        pairs = torch.cat([(g * K + begin_ids) * K + inside_ids, (g * K + inside_ids) * K + inside_ids])
+        moves = trans.view(-1).index_select(0, pairs).view(2, N)  # B-X -> I-X, I-X -> I-X
+        n_ii = (ends - starts - 2).clamp(min=0)
+        long_span = ends - starts >= 2
+        score = torch.log(X[2 * first, begin_ids]) + fb.log_c[starts, d, 0] + E[2 * first, begin_ids]
+        score += torch.where(long_span, moves[0] + inner + n_ii * torch.where(n_ii > 0, moves[1], 0.0), 0.0)
+        prev = torch.where(long_span, inside_ids, begin_ids)
+        # after the span: anything but I-X (logsumexp over the next tag), or the end
+        beta = torch.where((u > 0)[:, None], torch.log(X.index_select(0, 2 * back + 1)) + fb.log_c[u, d, 1:], p.end[d])
+        nxt = trans.view(-1, K).index_select(0, g * K + prev) + E.index_select(0, 2 * after) + beta  # (N, K)
+        inside = p.inside.index_select(0, d)
+        shut = p.ws[d, (at - 1).clamp(min=0)] & inside.gather(1, prev[:, None])[:, 0]
+        nxt.masked_fill_(shut[:, None] & ~inside, NEG_INF).scatter_(1, inside_ids[:, None], NEG_INF)
+        score += torch.where(ends < length, torch.logsumexp(nxt, dim=1), p.end[d, prev])
+        return score - fb.log_z.index_select(0, d)
 
     def forward_backward_log(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The log-space reference of :meth:`forward_backward` (a log-sum-exp per step)."""
@@ -307,6 +587,24 @@ class Lattice:
             beta[:, t] = torch.where((t + 1 < lengths)[:, None], ahead, self.end)
         last = alpha.gather(1, (lengths - 1).clamp(min=0)[:, None, None].expand(B, 1, K))[:, 0]
         return alpha, beta, torch.logsumexp(last + self.end, dim=-1)
+
+
+@functools.lru_cache(maxsize=64)
+def _is_bio(tags: Tuple[str, ...]) -> bool:
+    """Whether a tag list is laid out as :func:`~..decoding.bio_tags` lays it out."""
+    return (
+        len(tags) % 2 == 1 and tags[0] == "O"
+        and all(b.startswith("B-") and i == f"I-{b[2:]}" for b, i in zip(tags[1::2], tags[2::2]))
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_moves(tags: Tuple[str, ...]) -> Tuple[torch.Tensor, ...]:
+    """allowed start, transitions and end, is_begin and is_inside of a tag list, as bool
+    tensors on the CPU (cached: a domain's tags rarely change, and the loops are per tag pair)."""
+    start, trans, end = allowed_moves(tags)
+    begin, inside = tag_kinds(tags)
+    return tuple(torch.from_numpy(x) for x in (start, trans, end, begin, inside))
 
 
 def whitespace_closed(whitespace: torch.Tensor, is_inside: torch.Tensor) -> torch.Tensor:
@@ -346,34 +644,63 @@ class DomainHead(nn.Module):
     def n_tags(self, domains: List[str]) -> torch.Tensor:
         return torch.tensor([len(self.domain_tags[d]) for d in domains], dtype=torch.long)
 
-    def moves(self, domains: List[str], K: int, device) -> Tuple[torch.Tensor, ...]:
-        """Per doc, padded to K: is_begin, is_inside, valid (B, K); allowed start, end (B, K)
-        and transitions (B, K, K). Built once per domain of the batch, then gathered per doc."""
+    def domain_moves(
+        self, domains: List[str], K: int, device
+    ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """The moves of each domain of the batch, padded to K, and each doc's domain.
+
+        RETURNS: index (B,) long, each doc's row among the batch's domains (sorted by name);
+            and G rows per domain: "begin", "inside" (is_begin, is_inside), "valid", allowed
+            "start", "end" (G, K) and allowed "trans" (G, K, K), all bool.
+        """
         present = sorted(set(domains))
         where = {d: i for i, d in enumerate(present)}
+        G = len(present)
         out = {
             name: torch.zeros(shape, dtype=torch.bool)
             for name, shape in (
-                ("begin", (len(present), K)), ("inside", (len(present), K)),
-                ("valid", (len(present), K)), ("start", (len(present), K)),
-                ("end", (len(present), K)), ("trans", (len(present), K, K)),
+                ("begin", (G, K)), ("inside", (G, K)), ("valid", (G, K)),
+                ("start", (G, K)), ("end", (G, K)), ("trans", (G, K, K)),
             )
         }
-        for b, domain in enumerate(present):
-            tags = self.domain_tags[domain]
-            n = len(tags)
-            start, trans, end = allowed_moves(tags)
-            begin, inside = tag_kinds(tags)
-            out["begin"][b, :n] = torch.from_numpy(begin)
-            out["inside"][b, :n] = torch.from_numpy(inside)
-            out["valid"][b, :n] = True
-            out["start"][b, :n] = torch.from_numpy(start)
-            out["end"][b, :n] = torch.from_numpy(end)
-            out["trans"][b, :n, :n] = torch.from_numpy(trans)
+        for g, domain in enumerate(present):
+            start, trans, end, begin, inside = _tag_moves(tuple(self.domain_tags[domain]))
+            n = len(start)
+            out["begin"][g, :n] = begin
+            out["inside"][g, :n] = inside
+            out["valid"][g, :n] = True
+            out["start"][g, :n] = start
+            out["end"][g, :n] = end
+            out["trans"][g, :n, :n] = trans
         index = torch.tensor([where[d] for d in domains], dtype=torch.long, device=device)
+        return index, {k: v.to(device) for k, v in out.items()}
+
+    def allowed_emissions(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], whitespace: torch.Tensor,
+        index: torch.Tensor, ok_moves: Dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """(B, T, K) emissions, -inf where :func:`allowed_tags` forbids a tag (index, ok_moves:
+        from :meth:`domain_moves`). Without whitespace tokens only padding tags are forbidden,
+        and a batch whose domains all have K tags has none: no (B, T, K) mask is built."""
+        K = emissions.shape[2]
+        valid = ok_moves["valid"].index_select(0, index)
+        if bool(whitespace.any()):
+            begin, inside = (ok_moves[k].index_select(0, index) for k in ("begin", "inside"))
+            return emissions.masked_fill(~allowed_tags(whitespace, lengths, begin, inside, valid), NEG_INF)
+        if all(len(self.domain_tags[d]) == K for d in set(domains)):
+            return emissions
+        return emissions.masked_fill(~valid[:, None, :], NEG_INF)
+
+    def is_bio(self, domains: List[str]) -> bool:
+        """Whether every domain of the batch has its tags laid out as ``bio_tags`` does."""
+        return all(_is_bio(tuple(self.domain_tags[d])) for d in set(domains))
+
+    def moves(self, domains: List[str], K: int, device) -> Tuple[torch.Tensor, ...]:
+        """Per doc, padded to K: is_begin, is_inside, valid (B, K); allowed start, end (B, K)
+        and transitions (B, K, K). Built once per domain of the batch, then gathered per doc."""
+        index, out = self.domain_moves(domains, K, device)
         return tuple(
-            out[k].to(device).index_select(0, index)
-            for k in ("begin", "inside", "valid", "start", "end", "trans")
+            out[k].index_select(0, index) for k in ("begin", "inside", "valid", "start", "end", "trans")
         )
 
     def lattice(
@@ -386,7 +713,8 @@ class DomainHead(nn.Module):
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str],
         whitespace: torch.Tensor,
     ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-        """Best constrained tags (B, T) and what :meth:`span_log_probs` needs."""
+        """Best constrained tags (B, T), and what the entity probabilities are computed from
+        (CRF: ``"lattice"``, see :meth:`Lattice.span_log_probs`; softmax: ``"logp"``)."""
         raise NotImplementedError
 
 
@@ -449,37 +777,38 @@ class CRFHead(DomainHead):
     def lattice(self, emissions, lengths, domains, whitespace) -> Lattice:
         B, T, K = emissions.shape
         device = emissions.device
-        begin, inside, valid, ok_start, ok_end, ok_trans = self.moves(domains, K, device)
-        present = sorted(set(domains))
-        start = emissions.new_full((len(present), K), NEG_INF)
-        end = emissions.new_full((len(present), K), NEG_INF)
-        trans = emissions.new_full((len(present), K, K), NEG_INF)
-        for i, domain in enumerate(present):
+        index, ok_moves = self.domain_moves(domains, K, device)
+        G = ok_moves["trans"].shape[0]
+        start = emissions.new_full((G, K), NEG_INF)
+        end = emissions.new_full((G, K), NEG_INF)
+        trans = emissions.new_full((G, K, K), NEG_INF)
+        for g, domain in enumerate(sorted(set(domains))):
             crf = self.get(domain)
             n = crf.num_tags
-            start[i, :n] = crf.start_transitions.to(start.dtype)
-            end[i, :n] = crf.end_transitions.to(end.dtype)
-            trans[i, :n, :n] = crf.transitions.to(trans.dtype)
-        index = torch.tensor([present.index(d) for d in domains], dtype=torch.long, device=device)
-        start, end, trans = (x.index_select(0, index) for x in (start, end, trans))
+            start[g, :n] = crf.start_transitions.to(start.dtype)
+            end[g, :n] = crf.end_transitions.to(end.dtype)
+            trans[g, :n, :n] = crf.transitions.to(trans.dtype)
+        per_doc = lambda x: x.index_select(0, index)  # noqa: E731
+        inside = per_doc(ok_moves["inside"])
         lengths = lengths.to(device)
-        ok = allowed_tags(whitespace, lengths, begin, inside, valid)
         return Lattice(
-            emissions.masked_fill(~ok, NEG_INF),
+            self.allowed_emissions(emissions, lengths, domains, whitespace, index, ok_moves),
             lengths,
-            start.masked_fill(~ok_start, NEG_INF),
-            trans.masked_fill(~ok_trans, NEG_INF),
-            end.masked_fill(~ok_end, NEG_INF),
+            per_doc(start.masked_fill(~ok_moves["start"], NEG_INF)),
+            trans.masked_fill(~ok_moves["trans"], NEG_INF),
+            per_doc(end.masked_fill(~ok_moves["end"], NEG_INF)),
             whitespace,
             inside,
+            group=index,
+            bio=self.is_bio(domains),
         )
 
     def decode(self, emissions, lengths, domains, whitespace):
         # Double precision: marginals of confident entities are sums of near-1 terms.
+        # The forward-backward runs when span probabilities are asked for (a batch without
+        # entities needs none).
         lattice = self.lattice(emissions.double(), lengths, domains, whitespace)
-        tags = lattice.viterbi()
-        alpha, beta, log_z = lattice.forward_backward()
-        return tags, {"lattice": lattice, "alpha": alpha, "beta": beta, "log_z": log_z}
+        return lattice.viterbi(), {"lattice": lattice}
 
 
 class SoftmaxHead(DomainHead):
@@ -503,18 +832,21 @@ class SoftmaxHead(DomainHead):
     def decode(self, emissions, lengths, domains, whitespace):
         B, T, K = emissions.shape
         device = emissions.device
-        begin, inside, valid, ok_start, ok_end, ok_trans = self.moves(domains, K, device)
+        index, ok_moves = self.domain_moves(domains, K, device)
+        per_doc = lambda x: x.index_select(0, index)  # noqa: E731
+        inside, valid = per_doc(ok_moves["inside"]), per_doc(ok_moves["valid"])
         logp = torch.log_softmax(emissions.masked_fill(~valid[:, None, :], NEG_INF), dim=-1)
         lengths = lengths.to(device)
-        ok = allowed_tags(whitespace, lengths, begin, inside, valid)
         zeros = emissions.new_zeros((B, K))
         lattice = Lattice(
-            logp.masked_fill(~ok, NEG_INF),
+            self.allowed_emissions(logp, lengths, domains, whitespace, index, ok_moves),
             lengths,
-            zeros.masked_fill(~ok_start, NEG_INF),
-            emissions.new_zeros((B, K, K)).masked_fill(~ok_trans, NEG_INF),
-            zeros.masked_fill(~ok_end, NEG_INF),
+            zeros.masked_fill(~per_doc(ok_moves["start"]), NEG_INF),
+            emissions.new_zeros(ok_moves["trans"].shape).masked_fill(~ok_moves["trans"], NEG_INF),
+            zeros.masked_fill(~per_doc(ok_moves["end"]), NEG_INF),
             whitespace,
             inside,
+            group=index,
+            bio=self.is_bio(domains),
         )
         return lattice.viterbi(), {"logp": logp}

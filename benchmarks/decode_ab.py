@@ -1,0 +1,141 @@
+"""Interleaved A/B of the head's CRF decoding: this checkout's ``head.decode`` against the one
+of another commit, on the same BiLSTM-CRF emissions, in one process (issue 14).
+
+Usage (from the repository root)::
+
+    python benchmarks/decode_ab.py --old 4010c46 [--types 4 10 22] [--rounds 7]
+
+For each label set of benchmarks/speed.py (``--types``), a BiLSTM-CRF (configs/bilstm_target.cfg)
+is trained ``--passes`` passes over 64 sentences, and its emissions for ``--docs`` test sentences are
+captured in batches of 256 as ``nlp.pipe`` makes them. The two decoders (Viterbi, CRF
+forward-backward, entity probabilities) then run on those inputs, alternating which goes first,
+with the same CRF weights; the script checks that they give the same tags and spans, prints the
+largest difference of their entity probabilities, and the median time of each. torch on one
+thread.
+"""
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner
+from speed import LABEL_SETS, build_crossner, make_examples, set_docs  # noqa: E402
+
+
+def load_old(commit: str, folder: Path, stack) -> tuple:
+    """The head modules of ``commit`` (pytorch_heads.py and head.py), imported under temporary
+    names inside spacy_crossner.models so that their relative imports resolve."""
+    modules = {}
+    for stem in ("pytorch_heads", "head"):
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{commit}:spacy_crossner/models/{stem}.py"],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        if stem == "head":
+            renamed = modules["pytorch_heads"].__name__.rsplit(".", 1)[1]
+            source = source.replace("from .pytorch_heads import", f"from .{renamed} import")
+        f = stack.enter_context(
+            tempfile.NamedTemporaryFile("w", suffix=".py", dir=folder, prefix=f"_ab_old_{stem}_")
+        )
+        f.write(source)
+        f.flush()
+        name = f"spacy_crossner.models.{Path(f.name).stem}"
+        spec = importlib.util.spec_from_file_location(name, f.name)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        modules[stem] = module
+    return modules["pytorch_heads"], modules["head"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", required=True, help="commit of the other decoder")
+    parser.add_argument("--types", type=int, nargs="+", default=[4, 10, 22], help="label sets")
+    parser.add_argument("--docs", type=int, default=300, help="test sentences")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--passes", type=int, default=1,
+                        help="training passes over the 64 sentences (1, as in speed.py; 0: untrained, entities everywhere)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/crossner_speed"), help="converted corpora")
+    args = parser.parse_args()
+    import contextlib
+
+    import numpy
+    import torch
+    from spacy.tokens import Doc
+    from thinc.api import fix_random_seed
+
+    import spacy_crossner.pipeline as pipeline
+    from spacy_crossner import get_domain, set_domain
+    from spacy_crossner.models import head as new_head
+
+    torch.set_num_threads(1)
+    with contextlib.ExitStack() as stack:
+        old_heads, old_head = load_old(args.old, ROOT / "spacy_crossner" / "models", stack)
+        for n_types in args.types:
+            fix_random_seed(0)
+            train = set_docs(args.work, n_types, "train", 64, 0)
+            test = set_docs(args.work, n_types, "test", args.docs, 0)
+            nlp = build_crossner("bilstm_crf", LABEL_SETS[n_types]["target"])
+            examples = make_examples(nlp, train)
+            optimizer = nlp.initialize(lambda: examples)
+            for _ in range(args.passes):
+                for i in range(0, len(examples), 16):
+                    nlp.update(examples[i : i + 16], sgd=optimizer, drop=0.1)
+            captured = []
+            original = pipeline.head_decode
+
+            def grab(model, output, whitespace):
+                captured.append((output, whitespace))
+                return original(model, output, whitespace)
+
+            pipeline.head_decode = grab
+            docs = []
+            for doc in test:
+                new = Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc])
+                set_domain(new, get_domain(doc))
+                docs.append(new)
+            list(nlp.pipe(docs, batch_size=256))
+            pipeline.head_decode = original
+            model = nlp.get_pipe("crossner").model
+            shim = new_head.get_head(model).shims[0]
+            new_module = shim._model
+            old_module = old_heads.CRFHead()
+            old_module.setup(new_module.domain_tags)
+            old_module.load_state_dict(new_module.state_dict())
+
+            def run(which):
+                if which == "old":
+                    shim._model = old_module
+                    try:
+                        return [old_head.decode(model, o, w) for o, w in captured]
+                    finally:
+                        shim._model = new_module
+                return [new_head.decode(model, o, w) for o, w in captured]
+
+            results = {k: [d for batch in run(k) for d in batch] for k in ("old", "new")}
+            same = all(a.tags == b.tags and a.spans == b.spans for a, b in zip(results["old"], results["new"]))
+            p_old = numpy.array([p for d in results["old"] for p in d.probs])
+            p_new = numpy.array([p for d in results["new"] for p in d.probs])
+            diff = float(numpy.abs(p_old - p_new).max()) if len(p_old) == len(p_new) and len(p_old) else float("nan")
+            times = {"old": [], "new": []}
+            for r in range(args.rounds):
+                for key in (("new", "old") if r % 2 == 0 else ("old", "new")):
+                    start = time.perf_counter()
+                    run(key)
+                    times[key].append(time.perf_counter() - start)
+            med = {k: statistics.median(v) for k, v in times.items()}
+            shapes = ", ".join("x".join(map(str, o.scores.shape)) for o, _ in captured)
+            print(f"{n_types} types (batches {shapes}): same tags and spans: {same}, {len(p_new)} entities, "
+                  f"max |p_new - p_old| {diff:.2e}; decode new {1000 * med['new']:.1f} ms, "
+                  f"old {1000 * med['old']:.1f} ms, old/new {med['old'] / med['new']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
