@@ -39,12 +39,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from threading import Lock
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner (the runs also start in ROOT)
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
 from machine import cpu_model  # noqa: E402
+from study import best_step as training_table  # noqa: E402  (spaCy's training table: best step)
 
 CONFIGS = ROOT / "configs"
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "crossner"
@@ -113,15 +114,19 @@ def shell(cmd) -> str:
     return " ".join(shlex.quote(str(c)) for c in cmd)
 
 
-def run(cmd, log: Path, env) -> float:
+def run(cmd, log: Path, env) -> Tuple[float, float]:
+    """Run ``cmd`` (output into ``log``): (wall seconds, CPU seconds of that process and its
+    children; its own, even with other runs going on beside it)."""
     start = time.perf_counter()
     with log.open("w") as f:
         f.write(f"$ {shell(cmd)}\n")
         f.flush()
-        proc = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        proc = subprocess.Popen([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"failed ({proc.returncode}): {shell(cmd)}; see {log}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
 
 
 def prepare(args, work: Path, inputs: List[str], models: List[str], env) -> Dict[str, Path]:
@@ -227,7 +232,7 @@ def one_run(args, model: str, inputs: str, seed: int, paths, sm: str, env) -> Pa
     cmd = train_command(args, model, inputs, seed, paths, out, sm)
     print(f"[{model} / {inputs} / {seed}] $ {shell(cmd)}", flush=True)
     load_start = os.getloadavg()[1]
-    seconds = run(cmd, out / "train.log", env)
+    seconds, cpu_seconds = run(cmd, out / "train.log", env)
     load_end = os.getloadavg()[1]
     best = out / "model-best"
     scores = {}
@@ -240,12 +245,14 @@ def one_run(args, model: str, inputs: str, seed: int, paths, sm: str, env) -> Pa
         scores[mode] = json.loads(metrics.read_text())
         eval_cmds.append(shell(eval_cmd))
     meta = json.loads((best / "meta.json").read_text())
+    _, best_step, last_step = training_table((out / "train.log").read_text(encoding="utf8"))
     record = {
         "model": model, "inputs": inputs, "seed": seed, "settings": settings, "sm_pipeline": sm if inputs in ("sm", "both") else None,
         "sm_frozen": bool(args.freeze_sm) if inputs in ("sm", "both") else None,
         "vectors": str(args.vectors) if inputs in ("glove", "both") else None,
         "train_command": shell(cmd), "evaluate_commands": eval_cmds,
-        "train_seconds": round(seconds, 1),
+        "train_seconds": round(seconds, 1), "train_cpu_seconds": round(cpu_seconds, 1),
+        "best_step": best_step, "last_step": last_step,
         "load_5min": [round(load_start, 2), round(load_end, 2)], "dev_f": meta.get("performance", {}).get("ents_f"),
         "test": {k: scores["sentence"][k] for k in ("ents_p", "ents_r", "ents_f")},
         "test_compat": {k: scores["crossner-compat"][k] for k in ("ents_p", "ents_r", "ents_f")},

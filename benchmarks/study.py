@@ -8,6 +8,7 @@ finishes; a run whose JSON exists is skipped, so the study is many short invocat
     python benchmarks/study.py run --rows 1 3 --domains ai --seeds 555 666 777 --max-runs 4
     python benchmarks/study.py run --rows 2 3 6 7 8 9 --features minilm --domains ai music --seeds 555 666
     python benchmarks/study.py report
+    python benchmarks/study.py adopt   # rows 1 and 3 on AI from benchmarks/pretrained_inputs.py's runs
 
 ``run`` trains one model at a time with one torch thread (run two invocations at most on a
 2-core machine, each on its own ``--rows``/``--domains``; a model two invocations both need, such
@@ -45,6 +46,11 @@ best_step, max_steps, wall_s, cpu_s, device, config, overrides, command, machine
 source-only models also test_source_types (scored on the source's types, what the zero-shot rows
 are compared on); fine-tuned models stage1 (the shared model they start from); DAPT rows dapt
 (settings, corpus size, masked-LM loss before/after, time); the sm rows sm_pipeline.
+
+``adopt`` turns the runs of benchmarks/pretrained_inputs.py that are the same training as a study
+run (bilstm_target, bilstm_joint, multi_cell_sda on AI; inputs none/glove/sm = features
+wordchar/wordchar+glove/sm; the configs' max_steps, eval_frequency and patience = the study's) into
+study JSONs, each naming the run in ``adopted_from`` (no second training of the same thing).
 
 ``report`` writes benchmarks/results/study.md (every row per domain, mean +- sd over seeds; the
 papers' own numbers with the encoder they used; gains over the baseline with the sd of the
@@ -786,6 +792,82 @@ def cmd_plan(args) -> int:
     return 0
 
 
+# what benchmarks/pretrained_inputs.py trains on CrossNER AI is the same training as these study
+# runs (config, data, seed, max_steps/eval_frequency/patience of the configs = the study's defaults)
+ADOPTABLE = {"model": {"target": "bilstm_target", "joint": "bilstm_joint", "multi_cell_sda": "multi_cell_sda"},
+             "inputs": {"none": "wordchar", "glove": "wordchar+glove", "sm": "sm"}}
+
+
+def adopted(record: Dict, source: Path, args, log: Optional[Path]) -> Tuple[Optional[Dict], str]:
+    """A study result from a finished benchmarks/pretrained_inputs.py run, or (None, why not)."""
+    method = ADOPTABLE["model"].get(record.get("model"))
+    features = ADOPTABLE["inputs"].get(record.get("inputs"))
+    if method is None or features is None:
+        return None, f"{record.get('model')}/{record.get('inputs')} is not a study row"
+    settings = record.get("settings") or {}
+    config = load_config_defaults(BY_NAME[method], features)
+    for key, ours in (("max_steps", args.max_steps), ("eval_frequency", args.eval_frequency),
+                      ("patience", args.patience)):
+        theirs = settings.get(key)
+        theirs = config[key] if theirs is None else theirs
+        if theirs != ours:
+            return None, f"{key} {theirs} there, {ours} here"
+    if settings.get("sm_frozen"):
+        return None, "its sm tok2vec was frozen; the study's sm features update it"
+    step, last = record.get("best_step"), record.get("last_step")
+    if step is None and log is not None and log.exists():
+        _, step, last = best_step(log.read_text(encoding="utf8"))
+    if step is None:
+        return None, "no best step (neither in the JSON nor a training log)"
+    words = shlex.split(record["train_command"])
+    targs = words[words.index("train") + 1 :]
+    test = record["test"]
+    return {
+        "row": BY_NAME[method].row, "method": method, "baseline_of": BY_NAME[method].baseline_of,
+        "domain": "ai", "seed": int(record["seed"]), "features": features,
+        "test": {k: round(100 * test[f"ents_{k}"], 2) for k in ("p", "r", "f")},
+        "dev_f": round(100 * record["dev_f"], 2) if record.get("dev_f") is not None else None,
+        "best_step": step, "max_steps": args.max_steps, "patience": args.patience, "last_step": last,
+        "best_not_last": last is not None and step < last,
+        "wall_s": record["train_seconds"], "cpu_s": record.get("train_cpu_seconds"),
+        "device": "cpu", "threads": 1,
+        "config": f"configs/{Path(targs[0]).name}", "overrides": targs[1:],
+        "command": " ".join(shlex.quote(w) for w in ["python", "-m", "spacy", "train", *targs]),
+        "machine": record.get("machine"), "load": record.get("load_5min"), "date": record.get("date"),
+        "adopted_from": rel(source),
+        **({"sm_pipeline": record["sm_pipeline"]} if record.get("sm_pipeline") else {}),
+    }, ""
+
+
+def load_config_defaults(method: Method, features: str) -> Dict[str, int]:
+    from spacy.util import load_config
+
+    training = load_config(CONFIGS / f"{method.config}{'_sm' if features == 'sm' else ''}.cfg",
+                           interpolate=False)["training"]
+    return {k: training[k] for k in ("max_steps", "eval_frequency", "patience")}
+
+
+def cmd_adopt(args) -> int:
+    """Study results from benchmarks/pretrained_inputs.py's runs of the same training (rows 1 and
+    3 on AI): one JSON each, with ``adopted_from`` naming the run; results already here are kept."""
+    args.results.mkdir(parents=True, exist_ok=True)
+    for source in sorted(args.adopt_from.glob("*.json")):
+        record = json.loads(source.read_text(encoding="utf8"))
+        log = args.adopt_workdir / "runs" / source.stem / "train.log"
+        result, why = adopted(record, source, args, log)
+        if result is None:
+            print(f"[study] not adopted {source.name}: {why}")
+            continue
+        path = args.results / f"{result['method']}-ai-{result['features']}-s{result['seed']}.json"
+        if path.exists():
+            print(f"[study] kept {path.name} (exists)")
+            continue
+        path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
+        print(f"[study] adopted {source.name} -> {path.name}: test F1 {result['test']['f']:.2f}, "
+              f"best step {result['best_step']} of last {result['last_step']}")
+    return 0
+
+
 # -- the report -------------------------------------------------------------------------------
 
 
@@ -1072,7 +1154,7 @@ def plot_heatmap(rows, domains, path: Path) -> None:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("command", choices=["plan", "run", "report"])
+    p.add_argument("command", choices=["plan", "run", "report", "adopt"])
     p.add_argument("--rows", nargs="*", default=[], help="rows 1-9 (default: all)")
     p.add_argument("--methods", nargs="*", default=[], help="method names (default: all of the rows)")
     p.add_argument("--with-baselines", action="store_true",
@@ -1114,6 +1196,10 @@ def parse_args(argv=None):
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="one JSON per run; the report goes next to it")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/crossner_study"),
                    help="trained models, shared stage-1 and DAPT models, generated configs")
+    p.add_argument("--adopt-from", type=Path, default=ROOT / "benchmarks" / "results" / "pretrained_inputs",
+                   help="adopt: benchmarks/pretrained_inputs.py's result JSONs")
+    p.add_argument("--adopt-workdir", type=Path, default=Path("/tmp/crossner_pretrained_inputs"),
+                   help="adopt: its --workdir (training logs, for results written without best_step)")
     return p.parse_args(argv)
 
 
@@ -1144,7 +1230,7 @@ def parse(argv=None):
 
 def main(argv=None) -> int:
     args = parse(argv)
-    return {"plan": cmd_plan, "run": cmd_run, "report": cmd_report}[args.command](args)
+    return {"plan": cmd_plan, "run": cmd_run, "report": cmd_report, "adopt": cmd_adopt}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -309,3 +309,54 @@ def test_best_step_reads_the_f1_column_of_the_best_score():
 """
     assert study.best_step(log) == (5.26, 2, 4)
     assert study.best_step("no table") == (None, None, None)
+
+
+def test_adopt_takes_same_training_runs_of_the_pretrained_inputs_benchmark(tmp_path):
+    source = tmp_path / "pretrained_inputs"
+    source.mkdir()
+    log = """E    #       LOSS TOK2VEC  LOSS CROSSNER  ENTS_F  ENTS_P  ENTS_R  SCORE
+---  ------  -------------  -------------  ------  ------  ------  ------
+  0     200           0.86         118.80   30.00   30.00   30.00    0.30
+  1     400           2.26         199.22   41.50   40.00   43.00    0.42
+  2     600           2.62         211.39   40.00   40.00   40.00    0.40
+"""
+    common = {"seed": 666, "train_seconds": 300.0, "dev_f": 0.415, "machine": "m", "date": "d",
+              "test": {"ents_p": 0.5, "ents_r": 0.4, "ents_f": 0.4444}}
+    train = ("/x/python -m spacy train /wt/configs/bilstm_joint.cfg --output /w/runs/joint__glove__666 "
+             "--system.seed 666 --components.crossner.model.tok2vec.include_static_vectors true")
+    records = {
+        # written before best_step was recorded: read from the training log in the work directory
+        "joint__glove__666": {"model": "joint", "inputs": "glove", "settings": {"max_steps": None}, **common,
+                              "train_command": train},
+        "target__none__666": {"model": "target", "inputs": "none", "settings": {}, "best_step": 800,
+                              "last_step": 2400, "train_cpu_seconds": 290.0, **common,
+                              "train_command": train.replace("bilstm_joint", "bilstm_target")},
+        "target__both__666": {"model": "target", "inputs": "both", "settings": {}, **common, "train_command": train},
+        "target__sm__666": {"model": "target", "inputs": "sm", "settings": {"sm_frozen": True}, **common,
+                            "train_command": train},
+        "target__glove__666": {"model": "target", "inputs": "glove", "settings": {"patience": 400},
+                               "best_step": 200, **common, "train_command": train},
+    }
+    for name, record in records.items():
+        (source / f"{name}.json").write_text(json.dumps(record))
+    (tmp_path / "work" / "runs" / "joint__glove__666").mkdir(parents=True)
+    (tmp_path / "work" / "runs" / "joint__glove__666" / "train.log").write_text(log)
+    results = tmp_path / "study"
+    argv = ["adopt", "--results", str(results), "--adopt-from", str(source), "--adopt-workdir", str(tmp_path / "work")]
+    assert study.main(argv) == 0
+    assert sorted(p.name for p in results.glob("*.json")) == [
+        "bilstm_joint-ai-wordchar+glove-s666.json", "bilstm_target-ai-wordchar-s666.json"]
+    joint = json.loads((results / "bilstm_joint-ai-wordchar+glove-s666.json").read_text())
+    assert (joint["row"], joint["method"], joint["features"], joint["domain"], joint["seed"]) == (
+        1, "bilstm_joint", "wordchar+glove", "ai", 666)
+    assert joint["test"] == {"p": 50.0, "r": 40.0, "f": 44.44} and joint["dev_f"] == 41.5
+    assert (joint["best_step"], joint["last_step"], joint["best_not_last"]) == (400, 600, True)
+    assert joint["config"] == "configs/bilstm_joint.cfg" and joint["cpu_s"] is None
+    assert joint["overrides"][:2] == ["--output", "/w/runs/joint__glove__666"]
+    assert joint["adopted_from"].endswith("joint__glove__666.json")
+    target = json.loads((results / "bilstm_target-ai-wordchar-s666.json").read_text())
+    assert (target["best_step"], target["cpu_s"], target["config"]) == (800, 290.0, "configs/bilstm_target.cfg")
+    # a second adopt keeps what is there
+    (results / "bilstm_target-ai-wordchar-s666.json").write_text('{"kept": 1}')
+    assert study.main(argv) == 0
+    assert json.loads((results / "bilstm_target-ai-wordchar-s666.json").read_text()) == {"kept": 1}
