@@ -14,44 +14,25 @@ largest difference of their entity probabilities, and the median time of each. t
 thread.
 """
 import argparse
-import importlib.util
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner
+from old_module import import_old  # noqa: E402
 from speed import LABEL_SETS, build_crossner, make_examples, set_docs  # noqa: E402
 
 
-def load_old(commit: str, folder: Path, stack) -> tuple:
-    """The head modules of ``commit`` (pytorch_heads.py and head.py), imported under temporary
-    names inside spacy_crossner.models so that their relative imports resolve."""
-    modules = {}
-    for stem in ("pytorch_heads", "head"):
-        source = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{commit}:spacy_crossner/models/{stem}.py"],
-            check=True, capture_output=True, text=True,
-        ).stdout
-        if stem == "head":
-            renamed = modules["pytorch_heads"].__name__.rsplit(".", 1)[1]
-            source = source.replace("from .pytorch_heads import", f"from .{renamed} import")
-        f = stack.enter_context(
-            tempfile.NamedTemporaryFile("w", suffix=".py", dir=folder, prefix=f"_ab_old_{stem}_")
-        )
-        f.write(source)
-        f.flush()
-        name = f"spacy_crossner.models.{Path(f.name).stem}"
-        spec = importlib.util.spec_from_file_location(name, f.name)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        modules[stem] = module
-    return modules["pytorch_heads"], modules["head"]
+def load_old(commit: str, stack) -> tuple:
+    """The head modules of ``commit`` (pytorch_heads.py and head.py, the second importing the
+    first)."""
+    heads = import_old(commit, "pytorch_heads", stack)
+    renamed = heads.__name__.rsplit(".", 1)[1]
+    head = import_old(commit, "head", stack, {"from .pytorch_heads import": f"from .{renamed} import"})
+    return heads, head
 
 
 def main() -> None:
@@ -77,7 +58,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     with contextlib.ExitStack() as stack:
-        old_heads, old_head = load_old(args.old, ROOT / "spacy_crossner" / "models", stack)
+        old_heads, old_head = load_old(args.old, stack)
         for n_types in args.types:
             fix_random_seed(0)
             train = set_docs(args.work, n_types, "train", 64, 0)

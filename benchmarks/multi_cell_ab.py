@@ -14,18 +14,18 @@ function), then the median time of each with the configs' dropout 0.5 (rounds al
 which goes first). torch on one thread.
 """
 import argparse
-import importlib.util
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from old_module import import_old  # noqa: E402
 
 SCIENCE = ["academicjournal", "astronomicalobject", "award", "chemicalcompound", "chemicalelement",
            "country", "discipline", "enzyme", "event", "location", "misc", "organisation", "person",
@@ -46,19 +46,9 @@ def main() -> None:
     from spacy_crossner.decoding import bio_tags
     from spacy_crossner.models import pytorch_multi_cell as new
 
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{args.old}:spacy_crossner/models/pytorch_multi_cell.py"],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    folder = ROOT / "spacy_crossner" / "models"
-    with tempfile.NamedTemporaryFile("w", suffix=".py", dir=folder, prefix="_ab_old_", delete=True) as f:
-        f.write(source)
-        f.flush()
-        name = f"spacy_crossner.models.{Path(f.name).stem}"
-        spec = importlib.util.spec_from_file_location(name, f.name)
-        old = importlib.util.module_from_spec(spec)
-        sys.modules[name] = old
-        spec.loader.exec_module(old)
+    stack = ExitStack()
+    old = import_old(args.old, "pytorch_multi_cell", stack)
+    stack.close()  # the module stays imported; its file is not needed any more
     if args.types == 22:
         domain_tags = {"conll2003": bio_tags(["PER", "LOC", "ORG", "MISC"]), "science": bio_tags(SCIENCE)}
         target = "science"
