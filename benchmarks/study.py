@@ -987,6 +987,12 @@ def cmd_report(args) -> int:
              "each model is `model-best` on the target's dev F1 (source-only and zero-shot models: "
              "on the source's dev F1). Short version: "
              f"[{summary_path.name}]({summary_path.name}).", ""]
+    adopted = sorted({str(Path(r["adopted_from"]).parent) for r in results if r.get("adopted_from")})
+    if adopted:
+        n = sum(1 for r in results if r.get("adopted_from"))
+        lines += [f"{n} of these runs were trained by benchmarks/pretrained_inputs.py (the same training: "
+                  "config, data, seed, early stopping) and taken in by `python benchmarks/study.py adopt`; "
+                  f"each JSON names its run in `adopted_from` ({', '.join(f'`{a}`' for a in adopted)}).", ""]
     present = sorted({r["features"] for r in results}, key=lambda f: list(FEATURES).index(f) if f in FEATURES else 99)
     lines += ["Features: " + "; ".join(f"`{f}` = {FEATURES.get(f, '?')}" for f in present) + ".", ""]
     lines += ["| row | method | features | " + " | ".join(domains) + " | mean over domains |",
