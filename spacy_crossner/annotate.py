@@ -203,6 +203,12 @@ def annotate_shard(model: str, kind: str, data: Any, batch_size: int, gpu_id: in
     Returns the annotated docs as DocBin bytes (with user data), the doc and the word count.
     """
     nlp = load_pipeline(model, gpu_id)
+    if gpu_id >= 0:
+        # thinc's current ops and the current CUDA device are per thread: a worker running
+        # shards in several threads must select the GPU in each (not only where it loaded)
+        import spacy
+
+        spacy.require_gpu(gpu_id)
     if kind == "docbin":
         with msgpack_hooks_collected_once():
             docs = list(DocBin().from_bytes(data).get_docs(nlp.vocab))

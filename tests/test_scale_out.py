@@ -206,3 +206,28 @@ def test_a_pipeline_no_worker_can_load_is_one_clear_error(tmp_path):
         annotate(model="no_such_pipeline", inputs=corpus, output_dir=tmp_path / "out",
                  scheduler="local", workers=1, progress=False)
     assert not list((tmp_path / "out").glob("*.spacy"))
+
+
+def test_every_shard_selects_the_gpu_in_its_own_thread(monkeypatch):
+    """thinc's current ops are per thread: a Dask worker running shards in several threads
+    selects the GPU in each shard call, not only in the thread that loaded the pipeline."""
+    import threading
+
+    from spacy_crossner import annotate as annotate_module
+
+    calls = []
+    monkeypatch.setattr(spacy, "require_gpu", lambda gpu_id=0: calls.append((threading.get_ident(), gpu_id)))
+    monkeypatch.setitem(annotate_module._PIPELINES, ("blank-for-test", 0), spacy.blank("en"))
+    results = []
+
+    def shard():
+        results.append(annotate_module.annotate_shard("blank-for-test", "texts", [("John Smith", "ai")], 8, gpu_id=0))
+
+    threads = [threading.Thread(target=shard) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(ident for ident, _ in calls) == sorted(t.ident for t in threads)
+    assert {gpu for _, gpu in calls} == {0}
+    assert [(n_docs, n_words) for _, n_docs, n_words in results] == [(1, 2), (1, 2)]
