@@ -173,6 +173,11 @@ def check(arch: str, args, device: str) -> dict:
             torch.cuda.synchronize()
 
     nlp = build(arch)
+    allocator = nlp.config["training"].get("gpu_allocator")
+    if device == "cuda" and allocator:
+        from thinc.api import set_gpu_allocator
+
+        set_gpu_allocator(allocator)  # as spacy train does with the config's setting
     train = examples_of(nlp, read_docs("train", args.docs))
     test_docs = read_docs("test", args.test_docs)
     optimizer = nlp.initialize(lambda: train)

@@ -456,10 +456,13 @@ class LabelAwareEmitter(Emitter):
         }
         history: List[torch.Tensor] = []
         base = torch.arange(B, device=device)[:, None] * W
-        row_lengths = lengths.repeat_interleave(W)
+        row_lengths = lengths.repeat_interleave(W)  # on the host, as lengths
+        # each step's unfinished rows, found on the host and sent to the device in one copy
+        per_step = [(row_lengths > t).nonzero()[:, 0] for t in range(n)]
+        active = torch.split(torch.cat(per_step).to(device), [len(rows) for rows in per_step])
 
         def active_rows(t: int) -> torch.Tensor:
-            return (row_lengths > t).nonzero()[:, 0].to(device)
+            return active[t]
 
         def step(t: int, parents: torch.Tensor, prev_tags: torch.Tensor) -> torch.Tensor:
             rows = (base + parents).reshape(-1)
