@@ -19,6 +19,7 @@ source-domain dev F1 (``--source-dev-limit`` sentences) beside spaCy's target de
 
     python benchmarks/pgn_diagnosis.py run --variants bilstm_joint pgn_sda --max-steps 2000
     python benchmarks/pgn_diagnosis.py report
+    python benchmarks/pgn_diagnosis.py amplification   # synthetic, seconds: Adam on W vs on theta
 
 One JSON per variant and seed in ``--results`` (skipped when it exists); ``report`` writes
 benchmarks/results/pgn_diagnosis_runs.md from them. torch on one thread.
@@ -195,6 +196,41 @@ def median_update(probes: List[Dict], key_prefix: str, steps: range) -> Optional
     return statistics.median(values) if values else None
 
 
+def amplification(args) -> List[Dict]:
+    """Synthetic: how far one Adam step moves PGN's generated BiLSTM weights against a plain
+    weight vector of the same size and init, under the same gradients on the weights (a fixed
+    direction plus noise: ``--noise`` times its scale), at Adam's default betas."""
+    import torch
+
+    from spacy_crossner.models.pytorch_pgn import ParameterGenerator
+
+    torch.manual_seed(args.seeds[0])
+    gen = ParameterGenerator(args.n_in, args.hidden)
+    gen.add_domain("target")
+    bound = 1.0 / args.hidden ** 0.5
+    plain = torch.nn.Parameter(torch.empty(gen.n_params).uniform_(-bound, bound))
+    lr = 0.001
+    opt_gen, opt_plain = torch.optim.Adam(gen.parameters(), lr=lr), torch.optim.Adam([plain], lr=lr)
+    direction = torch.randn(gen.n_params)
+    rows = []
+    for step in range(args.synthetic_steps):
+        grad = direction + args.noise * torch.randn(gen.n_params)
+        before = gen([("target", "ner")])[0].detach()
+        opt_gen.zero_grad()
+        (gen([("target", "ner")])[0] * grad).sum().backward()
+        opt_gen.step()
+        after = gen([("target", "ner")])[0].detach()
+        old = plain.detach().clone()
+        opt_plain.zero_grad()
+        (plain * grad).sum().backward()
+        opt_plain.step()
+        moved_gen, moved_plain = float((after - before).norm()), float((plain.detach() - old).norm())
+        rows.append({"step": step, "gen_norm": float(before.norm()), "plain_norm": float(old.norm()),
+                     "gen_rel": moved_gen / float(before.norm()), "plain_rel": moved_plain / float(old.norm()),
+                     "ratio": moved_gen / moved_plain})
+    return rows
+
+
 def report(args) -> Path:
     runs = [json.loads(p.read_text()) for p in sorted(args.results.glob("*.json"))]
     if not runs:
@@ -232,7 +268,7 @@ def report(args) -> Path:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("command", choices=["run", "report"])
+    p.add_argument("command", choices=["run", "report", "amplification"])
     p.add_argument("--variants", nargs="*", default=list(VARIANTS), help=f"of {', '.join(VARIANTS)}")
     p.add_argument("--seeds", nargs="*", type=int, default=[555])
     p.add_argument("--corpus", type=Path, default=ROOT / "project" / "corpus",
@@ -246,6 +282,10 @@ def parse_args(argv=None):
     p.add_argument("--probe-every", type=int, default=25, help="steps between update-size probes")
     p.add_argument("--lr-scale", type=float, default=0.2, help="pgn_sda_lr: Adam learning rate x this")
     p.add_argument("--source-dev-limit", type=int, default=500)
+    p.add_argument("--n-in", type=int, default=150, help="amplification: LSTM input width (WordCharEmbed: 150)")
+    p.add_argument("--hidden", type=int, default=100, help="amplification: LSTM width per direction")
+    p.add_argument("--noise", type=float, default=0.5, help="amplification: gradient noise / signal")
+    p.add_argument("--synthetic-steps", type=int, default=50, help="amplification: Adam steps")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "pgn_diagnosis")
     p.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "pgn_diagnosis_runs.md")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/crossner_pgn_diagnosis"))
@@ -260,6 +300,16 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.command == "report":
         print(f"Wrote {report(args)}")
+        return 0
+    if args.command == "amplification":
+        rows = amplification(args)
+        print("| Adam step | generated ||theta|| | plain ||w|| | generated ||dtheta||/||theta|| | "
+              "plain ||dw||/||w|| | ||dtheta|| / ||dw|| |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if r["step"] in (0, 1, 4, 9, 24, 49) or r["step"] == len(rows) - 1:
+                print(f"| {r['step'] + 1} | {r['gen_norm']:.1f} | {r['plain_norm']:.1f} | {r['gen_rel']:.4f} | "
+                      f"{r['plain_rel']:.4f} | {r['ratio']:.1f} |")
         return 0
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     for seed in args.seeds:

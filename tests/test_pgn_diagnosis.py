@@ -53,3 +53,14 @@ def test_unknown_variant_and_empty_results(tmp_path):
         diag.parse_args(["run", "--variants", "pgn_fast"])
     with pytest.raises(SystemExit, match="--results"):
         diag.main(["report", "--results", str(tmp_path)])
+
+
+def test_amplification_measures_both_updates(capsys):
+    args = diag.parse_args(["amplification", "--n-in", "6", "--hidden", "4", "--synthetic-steps", "3"])
+    rows = diag.amplification(args)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for r in rows:
+        assert r["gen_rel"] > 0 and r["plain_rel"] > 0
+        assert abs(r["ratio"] - r["gen_rel"] * r["gen_norm"] / (r["plain_rel"] * r["plain_norm"])) < 1e-6
+    assert diag.main(["amplification", "--n-in", "6", "--hidden", "4", "--synthetic-steps", "2"]) == 0
+    assert "| 1 |" in capsys.readouterr().out
