@@ -14,15 +14,13 @@ largest difference of their entity probabilities, and the median time of each. t
 thread.
 """
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner
-from old_module import import_old  # noqa: E402
+from old_module import import_old, interleaved_medians  # noqa: E402
 from speed import LABEL_SETS, build_crossner, make_examples, set_docs  # noqa: E402
 
 
@@ -105,13 +103,7 @@ def main() -> None:
             p_old = numpy.array([p for d in results["old"] for p in d.probs])
             p_new = numpy.array([p for d in results["new"] for p in d.probs])
             diff = float(numpy.abs(p_old - p_new).max()) if len(p_old) == len(p_new) and len(p_old) else float("nan")
-            times = {"old": [], "new": []}
-            for r in range(args.rounds):
-                for key in (("new", "old") if r % 2 == 0 else ("old", "new")):
-                    start = time.perf_counter()
-                    run(key)
-                    times[key].append(time.perf_counter() - start)
-            med = {k: statistics.median(v) for k, v in times.items()}
+            med = interleaved_medians(run, args.rounds)
             shapes = ", ".join("x".join(map(str, o.scores.shape)) for o, _ in captured)
             print(f"{n_types} types (batches {shapes}): same tags and spans: {same}, {len(p_new)} entities, "
                   f"max |p_new - p_old| {diff:.2e}; decode new {1000 * med['new']:.1f} ms, "

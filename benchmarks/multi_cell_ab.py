@@ -14,9 +14,7 @@ function), then the median time of each with the configs' dropout 0.5 (rounds al
 which goes first). torch on one thread.
 """
 import argparse
-import statistics
 import sys
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -25,7 +23,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from old_module import import_old  # noqa: E402
+from old_module import import_old, interleaved_medians  # noqa: E402
 
 SCIENCE = ["academicjournal", "astronomicalobject", "award", "chemicalcompound", "chemicalelement",
            "country", "discipline", "enzyme", "event", "location", "misc", "organisation", "person",
@@ -99,13 +97,7 @@ def main() -> None:
           f"old {', '.join(f'{k} {float(v.detach()):.6f}' for k, v in l_old.items())}; max |grad new - old| {grad_diff:.1e}")
     for emitter in emitters.values():
         emitter.dropout.p = 0.5
-    times = {"new": [], "old": []}
-    for r in range(args.rounds):
-        for key in (("new", "old") if r % 2 == 0 else ("old", "new")):
-            start = time.perf_counter()
-            run(key)
-            times[key].append(time.perf_counter() - start)
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = interleaved_medians(run, args.rounds)
     print(f"forward + backward: new {med['new']:.3f} s, old {med['old']:.3f} s, old/new {med['old'] / med['new']:.2f}")
 
 

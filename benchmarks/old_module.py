@@ -1,11 +1,13 @@
 """Import a module of spacy_crossner/models as it was at another commit (for A/B benchmarks)."""
 import importlib.util
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "spacy_crossner" / "models"
@@ -31,3 +33,15 @@ def import_old(commit: str, stem: str, stack: ExitStack, renames: Optional[Dict[
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def interleaved_medians(run: Callable[[str], object], rounds: int) -> Dict[str, float]:
+    """Median seconds of ``run("new")`` and ``run("old")`` over ``rounds``, taking turns (which
+    goes first alternates every round)."""
+    times: Dict[str, List[float]] = {"new": [], "old": []}
+    for r in range(rounds):
+        for key in (("new", "old") if r % 2 == 0 else ("old", "new")):
+            start = time.perf_counter()
+            run(key)
+            times[key].append(time.perf_counter() - start)
+    return {key: statistics.median(values) for key, values in times.items()}
