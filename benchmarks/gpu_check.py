@@ -30,12 +30,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner
 CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
 DOMAIN = "ai"
+MAX_DIFF_SHARE = 0.01
 # architecture -> (config, overrides)
 ARCHS = {
     "bilstm_crf": ("bilstm_target.cfg", {}),
@@ -185,11 +187,16 @@ def check(arch: str, args, device: str) -> dict:
     nlp.update(batches[0], sgd=optimizer)  # warm-up (kernels, allocator)
     sync()
     start, words = time.perf_counter(), 0
-    for batch in batches[1:]:
-        nlp.update(batch, sgd=optimizer)
-        words += sum(len(eg) for eg in batch)
-    sync()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in batches[1:]:
+            nlp.update(batch, sgd=optimizer)
+            words += sum(len(eg) for eg in batch)
+        sync()
     train_wps = words / (time.perf_counter() - start)
+    # e.g. cuDNN's "RNN module weights are not part of single contiguous chunk of memory": a
+    # weight copy on every call
+    train_warnings = sorted({str(w.message).splitlines()[0][:200] for w in caught})
     problems, n_tensors = device_problems(nlp, device)
     list(nlp.pipe(fresh(nlp, test_docs[:16])))
     sync()
@@ -216,11 +223,16 @@ def check(arch: str, args, device: str) -> dict:
         ents_cpu = [[tuple(e) for e in doc] for doc in on_cpu["ents"]]
         n_diff = sum(a != b for a, b in zip(on_device, ents_cpu))
         n_diff_tags = sum(a != b for a, b in zip(tags, on_cpu["tags"]))
-        if n_diff or n_diff_tags:
-            problems.append(f"CPU predictions differ on {n_diff} docs (entities), {n_diff_tags} (tags)")
+        # float32 sums run in another order on the GPU: a near-tie may flip a doc or two; more
+        # than MAX_DIFF_SHARE of the docs is a device bug
+        if max(n_diff, n_diff_tags) > MAX_DIFF_SHARE * len(docs):
+            problems.append(f"CPU predictions differ on {n_diff} docs (entities), {n_diff_tags} (tags) "
+                            f"of {len(docs)}")
     return {
         "arch": arch, "device": device, "train_wps": train_wps, "infer_wps": infer_wps,
-        "torch_tensors": n_tensors, "problems": problems,
+        "torch_tensors": n_tensors, "train_warnings": train_warnings,
+        "problems": problems + [f"training warned: {w}" for w in train_warnings if "contiguous" in w],
+        "cpu_diff_docs": None if proc.returncode != 0 else [n_diff, n_diff_tags],
         "n_entities": sum(len(d) for d in on_device),
     }
 

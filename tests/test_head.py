@@ -181,6 +181,31 @@ def test_crf_loss_is_the_mean_negative_log_likelihood():
     assert math.isclose(float(loss.detach()), (nll_a + nll_b) / 2, rel_tol=1e-6)
 
 
+def test_gold_score_equals_pytorch_crf_loop_with_gradients():
+    from torchcrf import CRF
+
+    from spacy_crossner.models.pytorch_heads import ConstrainedCRF
+
+    torch.manual_seed(3)
+    crf = ConstrainedCRF(bio_tags(["X", "Y"]))
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.uniform_(-2, 2)
+    T, B, K = 6, 5, crf.num_tags
+    emissions = torch.randn(T, B, K, dtype=torch.float64, requires_grad=True)
+    tags = torch.randint(0, K, (T, B))
+    lengths = torch.tensor([6, 1, 3, 6, 2])
+    mask = torch.arange(T)[:, None] < lengths[None, :]
+    crf.double()
+    ours = crf._compute_score(emissions, tags, mask)
+    theirs = CRF._compute_score(crf, emissions, tags, mask)
+    assert torch.allclose(ours, theirs, atol=1e-12)
+    for one, other in zip(torch.autograd.grad(ours.sum(), [emissions, *crf.parameters()]),
+                          torch.autograd.grad(theirs.sum(), [emissions, *crf.parameters()])):
+        assert torch.allclose(one, other, atol=1e-12)
+    assert ours.shape == (B,) and bool(ours.abs().gt(0).all())
+
+
 @pytest.mark.parametrize("ws_rate", [0.0, 0.3])
 def test_scaled_forward_backward_equals_log_space_reference(ws_rate):
     head = random_crf_head(2)

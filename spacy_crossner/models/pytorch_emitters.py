@@ -87,6 +87,9 @@ class BiLSTMEmitter(Emitter):
         # X: (B, T, nI); lengths: (B,) on CPU, all > 0. Input dropout is the features'
         # own (the tok2vec's dropout setting): dropping here too would compound the rates.
         packed = pack_padded_sequence(X, lengths, batch_first=True, enforce_sorted=False)
+        # thinc's update assigns each weight a new tensor, which breaks cuDNN's single weight
+        # buffer: re-pack it once here instead of a copy and a warning per call (no-op on CPU)
+        self.lstm.flatten_parameters()
         hidden, _ = self.lstm(packed)
         # hidden: (B, T, 2 * hidden_size)
         hidden, _ = pad_packed_sequence(hidden, batch_first=True, total_length=X.shape[1])

@@ -143,6 +143,23 @@ class ConstrainedCRF(CRF):
         self.apply_constraints()
         return super().forward(emissions, tags, mask=mask, reduction=reduction)
 
+    def _compute_score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The gold path's score, all steps at once (pytorch-crf loops over the steps and
+        indexes each with a new CPU ``arange``: a host-to-device copy per step on a GPU).
+
+        emissions (T, B, K), tags (T, B), mask (T, B) with mask[0] all set: time-major, as
+        pytorch-crf's ``forward`` passes them. RETURNS: (B,).
+        """
+        weights = mask.to(emissions.dtype)
+        emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # (T, B)
+        score = self.start_transitions[tags[0]] + emitted[0]
+        if tags.shape[0] > 1:
+            moves = self.transitions[tags[:-1], tags[1:]]  # (T - 1, B)
+            score = score + ((moves + emitted[1:]) * weights[1:]).sum(0)
+        last = mask.long().sum(0) - 1  # (B,)
+        last_tags = tags.gather(0, last.unsqueeze(0)).squeeze(0)
+        return score + self.end_transitions[last_tags]
+
 
 STACKED_GROUPS = 4  # up to this many transition tables in a batch: one stacked GEMM per step
 # From this many tags on, Viterbi's forward pass splits a step by the BIO structure; below, the

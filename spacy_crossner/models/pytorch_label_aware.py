@@ -49,6 +49,7 @@ def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor, n_bucke
     """
     N, T, _ = inputs.shape
     lengths = lengths.cpu()
+    lstm.flatten_parameters()  # cuDNN's weight buffer after thinc's update (no-op on CPU)
     bounds = torch.quantile(
         lengths.double(), torch.linspace(0, 1, n_buckets + 1, dtype=torch.float64)[1:]
     ).ceil().long().unique().tolist()

@@ -256,6 +256,7 @@ class MoEEEmitter(Emitter):
         if self.lstm is None:
             return self.dropout(X)
         packed = pack_padded_sequence(X, lengths, batch_first=True, enforce_sorted=False)
+        self.lstm.flatten_parameters()  # cuDNN's weight buffer after thinc's update (no-op on CPU)
         hidden, _ = self.lstm(packed)
         hidden, _ = pad_packed_sequence(hidden, batch_first=True, total_length=X.shape[1])
         return hidden
