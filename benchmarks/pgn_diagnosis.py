@@ -9,7 +9,9 @@ before one update and after it:
 - ``pgn_sda``: configs/pgn_sda.cfg (like for like: Adam 0.001, target x10), the BiLSTM weights
   generated for (target, ner) and (source, ner), and the domain and task embeddings;
 - ``pgn_sda_no_lm``: the same with both LM loss weights 0;
-- ``pgn_sda_lr``: the same with Adam's learning rate times ``--lr-scale``.
+- ``pgn_sda_lr``: the same with Adam's learning rate times ``--lr-scale``;
+- ``pgn_sda_meta``: the same with the model's ``meta_scale = --meta-scale`` (Adam's step on the
+  meta tensor alone shortened).
 
 A generated weight is a sum over V x U products t_v d_u W[v, u, :]; Adam moves each of the V*U
 entries of W by about its learning rate, so one step can move the generated weights by up to
@@ -48,6 +50,7 @@ VARIANTS = {
     "pgn_sda_no_lm": ("pgn_sda.cfg", {"components.crossner.model.lm_weight_source": 0.0,
                                       "components.crossner.model.lm_weight_target": 0.0}),
     "pgn_sda_lr": ("pgn_sda.cfg", {}),  # learn_rate set from --lr-scale
+    "pgn_sda_meta": ("pgn_sda.cfg", {}),  # meta_scale set from --meta-scale
 }
 PROBE: Dict = {}
 
@@ -148,6 +151,8 @@ def run_variant(args, variant: str, seed: int) -> Path:
     }
     if variant == "pgn_sda_lr":
         overrides["training.optimizer.learn_rate"] = 0.001 * args.lr_scale
+    if variant == "pgn_sda_meta":
+        overrides["components.crossner.model.meta_scale"] = args.meta_scale
     if args.vectors:
         overrides["paths.vectors"] = str(args.vectors)
         overrides["components.crossner.model.tok2vec.include_static_vectors"] = True
@@ -281,6 +286,8 @@ def parse_args(argv=None):
     p.add_argument("--patience", type=int, default=1600)
     p.add_argument("--probe-every", type=int, default=25, help="steps between update-size probes")
     p.add_argument("--lr-scale", type=float, default=0.2, help="pgn_sda_lr: Adam learning rate x this")
+    p.add_argument("--meta-scale", type=float, default=0.125,
+                   help="pgn_sda_meta: the model's meta_scale (Adam's step on the meta tensor x this)")
     p.add_argument("--source-dev-limit", type=int, default=500)
     p.add_argument("--n-in", type=int, default=150, help="amplification: LSTM input width (WordCharEmbed: 150)")
     p.add_argument("--hidden", type=int, default=100, help="amplification: LSTM width per direction")

@@ -111,6 +111,27 @@ def test_init_scale_matches_the_spec():
     assert abs(float(theta.std()) / float(expected) - 1) < 0.1
 
 
+def test_meta_scale_keeps_the_function_and_shortens_adams_step_on_the_generated_weights():
+    thetas, moves = {}, {}
+    for scale in (1.0, 0.125):
+        torch.manual_seed(0)
+        gen = ParameterGenerator(10, 20, meta_scale=scale)
+        gen.add_domain("src")
+        theta = gen([("src", NER)])[0]
+        thetas[scale] = theta.detach()
+        torch.manual_seed(1)
+        grad = torch.randn_like(theta)
+        # Adam on W alone: its first step moves every entry by lr in the sign of its gradient
+        opt = torch.optim.Adam([gen.W], lr=1e-3)
+        (theta * grad).sum().backward()
+        opt.step()
+        moves[scale] = float((gen([("src", NER)])[0].detach() - thetas[scale]).norm())
+    assert torch.allclose(thetas[1.0], thetas[0.125], atol=1e-6)
+    assert moves[0.125] / moves[1.0] == pytest.approx(0.125, rel=1e-3)
+    with pytest.raises(ValueError, match="meta_scale"):
+        ParameterGenerator(10, 20, meta_scale=0.0)
+
+
 # -- §8.3, 8.7: the fused LSTM with generated weights -----------------------------------------
 
 

@@ -51,6 +51,7 @@ def build_pgn_bilstm(
     lm_sampled: bool = True,
     logq_correction: bool = True,
     use_crf: bool = True,
+    meta_scale: float = 1.0,
 ) -> Model[TaggerInput, TaggerOutput]:
     """BiLSTMs generated per (domain, task) from a meta tensor, NER with a CRF per labelled
     domain, forward/backward LMs with a sampled softmax.
@@ -82,7 +83,15 @@ def build_pgn_bilstm(
     logq_correction (bool): subtract ln E(k) from sampled logits, as the authors' code does
         (False: the paper's plain negative sampling over the same log-uniform law).
     use_crf (bool): a CRF per labelled domain (paper) or a softmax per token.
+    meta_scale (float): the meta tensor W is stored divided by this and multiplied back when
+        generating (same function, same initial weights). Adam moves each of W's V x U entries
+        per generated weight by about the learning rate, so a step moves the generated BiLSTM
+        weights far more than a plain BiLSTM's (benchmarks/results/pgn_diagnosis.md); a
+        meta_scale below 1 shortens that step for W alone. 1.0 is the authors' parametrisation
+        (their optimizer is SGD, which has no such amplification).
     """
+    if not meta_scale > 0:
+        raise ValueError(f"spacy_crossner.PGNBiLSTM.v1: meta_scale must be positive (got {meta_scale})")
     if setting not in SETTINGS:
         raise ValueError(
             f"spacy_crossner.PGNBiLSTM.v1: setting = {setting!r}; use one of {list(SETTINGS)}"
@@ -107,6 +116,7 @@ def build_pgn_bilstm(
         lm_on_labelled=lm_on_labelled,
         ner_weights={"source": ner_weight_source, "target": ner_weight_target},
         lm_weights={"source": lm_weight_source, "target": lm_weight_target},
+        meta_scale=meta_scale,
     )
     model = build_crossner_model(
         "pgn_bilstm", tok2vec, emitter, use_crf=use_crf, extra_inputs=pgn_extra_inputs

@@ -72,18 +72,29 @@ class ParameterGenerator(nn.Module):
 
     n_in (int): input width d. hidden (int): LSTM width per direction H.
     domain_width (int): U. task_width (int): V.
+    meta_scale (float): W is stored divided by this and multiplied back when generating: the
+        same function and the same initial weights, but one optimizer step of size lr on W's
+        entries moves the generated weights meta_scale times as far (with Adam; with plain
+        SGD, meta_scale squared). 1.0 is the authors' parametrisation.
     """
 
-    def __init__(self, n_in: int, hidden: int, domain_width: int = 8, task_width: int = 8) -> None:
+    def __init__(
+        self, n_in: int, hidden: int, domain_width: int = 8, task_width: int = 8, meta_scale: float = 1.0
+    ) -> None:
         super().__init__()
+        if not meta_scale > 0:
+            raise ValueError(f"meta_scale must be positive, got {meta_scale}")
         self.n_in = n_in
         self.hidden = hidden
         self.domain_width = domain_width
         self.task_width = task_width
+        self.meta_scale = float(meta_scale)
         self.n_params = lstm_param_size(n_in, hidden)
         bound = 1.0 / math.sqrt(hidden)
-        # the authors' layout (V, U, P) and init U(+-1/sqrt(H))
-        self.W = nn.Parameter(torch.empty(task_width, domain_width, self.n_params).uniform_(-bound, bound))
+        # the authors' layout (V, U, P) and init U(+-1/sqrt(H)) of the generated weights
+        self.W = nn.Parameter(
+            torch.empty(task_width, domain_width, self.n_params).uniform_(-bound, bound) / self.meta_scale
+        )
         self.domain_embeddings = nn.ParameterDict()
         self.task_embeddings = nn.ParameterDict(
             {task: nn.Parameter(self._init_row(task_width)) for task in TASKS}
@@ -111,7 +122,8 @@ class ParameterGenerator(nn.Module):
 
     def forward(self, pairs: Sequence[Pair]) -> torch.Tensor:
         """The flat BiLSTM weights of each pair, W read once: (k, P)."""
-        return self.pair_codes(pairs) @ self.W.reshape(-1, self.n_params)
+        theta = self.pair_codes(pairs) @ self.W.reshape(-1, self.n_params)
+        return theta if self.meta_scale == 1.0 else theta * self.meta_scale
 
     def version_key(self) -> Tuple:
         """Changes whenever a generating parameter may have changed.
@@ -145,6 +157,7 @@ class PGNEmitter(Emitter):
     lm_on_labelled (bool): labelled sentences also feed their domain's LM pair.
     ner_weights / lm_weights (Dict[str, float]): loss weights of the source and target pairs,
         keys ``"source"`` and ``"target"``.
+    meta_scale (float): see :class:`ParameterGenerator`.
     """
 
     def __init__(
@@ -159,9 +172,11 @@ class PGNEmitter(Emitter):
         lm_on_labelled: bool,
         ner_weights: Dict[str, float],
         lm_weights: Dict[str, float],
+        meta_scale: float = 1.0,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
+        self.meta_scale = meta_scale
         self.domain_width = domain_width
         self.task_width = task_width
         self.dropout = nn.Dropout(dropout)
@@ -184,7 +199,9 @@ class PGNEmitter(Emitter):
 
     def setup(self, n_in: int, domain_tags: Dict[str, Sequence[str]], build_config: Dict[str, Any]) -> None:
         if self.generator is None:
-            self.generator = ParameterGenerator(n_in, self.hidden_size, self.domain_width, self.task_width)
+            self.generator = ParameterGenerator(
+                n_in, self.hidden_size, self.domain_width, self.task_width, meta_scale=self.meta_scale
+            )
         elif self.generator.n_in != n_in:
             raise ValueError(
                 f"The PGN generates BiLSTMs over features of width {self.generator.n_in}, got "
