@@ -488,14 +488,18 @@ def work_lock(work: Path, poll: float = 20.0) -> Iterator[None]:
 
 
 def timed(cmd: List[str], env, log: Path) -> Tuple[subprocess.CompletedProcess, float, float]:
-    """Run a command, its output into ``log``; (process, wall seconds, CPU seconds of children)."""
+    """Run a command, its output into ``log`` as it comes (a running or killed run can be watched
+    there); (process with the whole output as stdout, wall seconds, CPU seconds of children)."""
     start, usage = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    with log.open("w", encoding="utf8") as out:
+        out.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+        out.flush()
+        returncode = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
     wall = time.time() - start
     cpu = sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), k) - getattr(usage, k)
               for k in ("ru_utime", "ru_stime"))
-    log.write_text("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n" + proc.stdout + proc.stderr, encoding="utf8")
-    return proc, wall, cpu
+    output = log.read_text(encoding="utf8").split("\n", 1)[1]
+    return subprocess.CompletedProcess(cmd, returncode, output, ""), wall, cpu
 
 
 def train(method: Method, args, domain: str, seed: int, features: str, work: Path, env) -> Dict:

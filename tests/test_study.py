@@ -248,6 +248,20 @@ def test_work_lock_takes_over_from_a_dead_process(tmp_path):
     assert not (tmp_path / "shared.lock").exists()
 
 
+def test_timed_writes_the_log_while_the_command_runs(tmp_path):
+    log = tmp_path / "run.log"
+    # the child reads the log while it is still running: the first line is there already
+    code = ("import sys, pathlib; print('out 1', flush=True); "
+            "text = pathlib.Path(sys.argv[1]).read_text(); print('err', file=sys.stderr, flush=True); "
+            "sys.exit(3 if 'out 1' in text else 4)")
+    cmd = [sys.executable, "-c", code, str(log)]
+    proc, wall, cpu = study.timed(cmd, None, log)
+    assert proc.returncode == 3
+    assert "out 1" in proc.stdout and "err" in proc.stdout
+    assert log.read_text().startswith("$ ") and log.read_text().endswith(proc.stdout)
+    assert wall > 0 and cpu >= 0
+
+
 def fake(results: Path, method, domain, seed, features, f, device="cpu", **extra):
     m = study.BY_NAME[method]
     data = {"row": m.row, "method": method, "baseline_of": m.baseline_of, "domain": domain, "seed": seed,
