@@ -989,7 +989,10 @@ def cmd_report(args) -> int:
              f"`{rel(args.results)}` (one JSON per run, with its command). Test F1 x100 "
              "(`spacy_crossner evaluate`, exact-match entities, per sentence), mean ± sd over seeds; "
              "each model is `model-best` on the target's dev F1 (source-only and zero-shot models: "
-             "on the source's dev F1). Short version: "
+             "on the source's dev F1). Zero-shot rows are scored on the source's types only "
+             "(the only ones they can predict), source-only rows on all of the target's types; the "
+             "gains table compares a zero-shot row with its source-only baseline on the source's "
+             "types (each source-only JSON's `test_source_types`). Short version: "
              f"[{summary_path.name}]({summary_path.name}).", ""]
     adopted = sorted({str(Path(r["adopted_from"]).parent) for r in results if r.get("adopted_from")})
     if adopted:
@@ -1008,7 +1011,9 @@ def cmd_report(args) -> int:
         mean = f"{statistics.mean(means.values()):.2f}" + (
             f" ({len(means)} of {len(domains)})" if len(means) < len(domains) else "")
         lines.append(f"| {row} | {method} | {features} | " + " | ".join(cells) + f" | {mean} |")
-        heat.append((f"{method} ({features})", [means.get(d, float("nan")) for d in domains]))
+        kind = BY_NAME[method].kind if method in BY_NAME else ""
+        scored = {"zero": ", source types", "source": ", all types"}.get(kind, "")
+        heat.append((f"{method} ({features}{scored})", [means.get(d, float("nan")) for d in domains]))
 
     # the papers' numbers for the methods that ran
     with_paper = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER]
