@@ -431,7 +431,7 @@ def needs(run: Dict, args) -> List[Tuple[str, Path]]:
 def best_step(log: str):
     """(dev F1 x100 at the best evaluation, its step, the last evaluated step) from spaCy's
     training table: the best row by the last column (the score), its F1 from the ENTS_F column
-    (the score itself is printed with two decimals only)."""
+    (the score itself is printed with two decimals only, so F1 breaks a tie)."""
     best, last, f_back = (None, None, None), None, None
     for line in log.splitlines():
         cells = line.split()
@@ -444,7 +444,9 @@ def best_step(log: str):
             except ValueError:
                 continue
             last = int(cells[1])
-            if best[0] is None or score > best[0]:
+            # a tie in the two-decimal score goes to the better F1 (spaCy's model-best compares
+            # the unrounded score)
+            if best[0] is None or (score, f1) > (best[0], best[2]):
                 best = (score, last, f1)
     return best[2], best[1], last
 

@@ -323,6 +323,15 @@ def test_best_step_reads_the_f1_column_of_the_best_score():
 """
     assert study.best_step(log) == (5.26, 2, 4)
     assert study.best_step("no table") == (None, None, None)
+    # the score ties at two decimals: the later, better F1 is model-best
+    tie = """E    #       LOSS NER  ENTS_F  ENTS_P  ENTS_R  SCORE
+---  ------  --------  ------  ------  ------  ------
+301    3800     32.62   49.70   52.43   47.24    0.50
+326    4000    135.10   48.27   51.54   45.39    0.48
+351    4200     48.99   49.72   52.23   47.44    0.50
+376    4400     40.00   49.71   52.23   47.44    0.50
+"""
+    assert study.best_step(tie) == (49.72, 4200, 4400)
 
 
 def test_adopt_takes_same_training_runs_of_the_pretrained_inputs_benchmark(tmp_path):
