@@ -288,7 +288,7 @@ def best_step(log: Path):
                 f, score = float(parts[4]), float(parts[7])
             except ValueError:
                 continue
-            if best is None or score > best[2]:
+            if best is None or (score, f) > (best[2], best[1]):  # ties of the 2-decimal score: F1
                 best = (int(parts[1]), f, score)
     return best[:2] if best else None
 

@@ -173,7 +173,7 @@ def run_variant(args, variant: str, seed: int) -> Path:
     wall, cpu = time.time() - start, time.process_time() - cpu0
     (args.workdir / f"{out.stem}.log").write_text(log.getvalue(), encoding="utf8")
     rows = training_rows(log.getvalue())
-    best = max(rows, key=lambda r: r["score"]) if rows else None
+    best = max(rows, key=lambda r: (r["score"], r["ents_f"])) if rows else None  # ties of the 2-decimal score: F1
     record = {
         "variant": variant, "config": f"configs/{config_name}", "seed": seed,
         "overrides": {k: v for k, v in overrides.items() if not k.startswith("paths.")},
