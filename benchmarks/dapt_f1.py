@@ -46,6 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "crossner"
 CONFIG = ROOT / "configs" / "trf_target.cfg"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/study.py
+from study import best_step as training_table  # noqa: E402  (spaCy's training table: best step)
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
 ARMS = ("none", "span", "token")
@@ -276,21 +278,12 @@ def main(argv=None) -> None:
 
 
 def best_step(log: Path):
-    """(step, dev F1 in %) of the best evaluation in a spacy train log, or None."""
-    best = None
+    """(step, dev F1 in %) of the best evaluation in a spacy train log, or None (the study's
+    reading of spaCy's training table)."""
     if not log.exists():
         return None
-    for line in log.read_text(encoding="utf8", errors="replace").splitlines():
-        parts = line.split()
-        # E  #  LOSS TRANSFORMER  LOSS CROSSNER  ENTS_F  ENTS_P  ENTS_R  SCORE
-        if len(parts) == 8 and parts[0].isdigit() and parts[1].isdigit():
-            try:
-                f, score = float(parts[4]), float(parts[7])
-            except ValueError:
-                continue
-            if best is None or (score, f) > (best[2], best[1]):  # ties of the 2-decimal score: F1
-                best = (int(parts[1]), f, score)
-    return best[:2] if best else None
+    f1, step, _ = training_table(log.read_text(encoding="utf8", errors="replace"))
+    return (step, f1) if step is not None else None
 
 
 def pct(x: float) -> str:
