@@ -24,6 +24,7 @@ from thinc.api import Model, Optimizer
 
 from .decoding import bio_tags
 from .domains import doc_domain, example_domain, labelled_domain
+from .heap import TRIM_EVERY, release_freed_memory
 from .models.base import (
     TaggerInput,
     TaggerOutput,
@@ -544,6 +545,8 @@ class CrossNER(TrainablePipe):
         Docs without entity annotation (raw text) give no NER loss. Labels and domains not seen
         before (e.g. the target domain after sourcing a pre-trained component) are added.
         ``drop`` is not used: the dropout rates are the model's own settings.
+        Every ``heap.TRIM_EVERY`` updates the heap's free pages go back to the OS
+        (:mod:`spacy_crossner.heap`: LM objectives otherwise grow the process without bound).
         """
         if losses is None:
             losses = {}
@@ -585,6 +588,10 @@ class CrossNER(TrainablePipe):
         backprop(d_scores)
         if sgd is not None:
             self.finish_update(sgd)
+        # freed gradient buffers go back to the OS now and then (glibc keeps them otherwise)
+        self._n_updates = getattr(self, "_n_updates", 0) + 1
+        if TRIM_EVERY and self._n_updates % TRIM_EVERY == 0:
+            release_freed_memory()
         losses[self.name] += loss
         for name, value in output.losses.items():
             key = f"{self.name}_{name}"
