@@ -67,6 +67,7 @@ import platform
 import resource
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -489,6 +490,19 @@ def work_lock(work: Path, poll: float = 20.0) -> Iterator[None]:
         lock.unlink(missing_ok=True)
 
 
+def exit_reason(returncode: int) -> str:
+    """How a process ended, for an error message: a negative code is the signal that killed it
+    (SIGKILL is what the kernel sends when memory runs out)."""
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    hint = ", e.g. by the kernel for lack of memory (dmesg says)" if name == "SIGKILL" else ""
+    return f"killed by {name}{hint}"
+
+
 def timed(cmd: List[str], env, log: Path) -> Tuple[subprocess.CompletedProcess, float, float]:
     """Run a command, its output into ``log`` as it comes (a running or killed run can be watched
     there); (process with the whole output as stdout, wall seconds, CPU seconds of children)."""
@@ -518,7 +532,7 @@ def train(method: Method, args, domain: str, seed: int, features: str, work: Pat
         log = work.parent / f"{work.name}.log"
         proc, wall, cpu = timed(cmd, env, log)
         if proc.returncode != 0:
-            raise RuntimeError(f"{work.name}: spacy train failed (log: {log})")
+            raise RuntimeError(f"{work.name}: spacy train failed, {exit_reason(proc.returncode)} (log: {log})")
         dev_f, step, last = best_step(proc.stdout + proc.stderr)
         meta = {"targs": targs, "dev_f": dev_f, "step": step, "last": last, "wall": wall, "cpu": cpu,
                 "load": list(load)}
@@ -640,7 +654,7 @@ def run_dapt(args, domain: str, masking: str, env) -> Dict:
         log = out.parent / f"{out.name}.log"
         proc, wall, cpu = timed(cmd, dapt_env, log)
         if proc.returncode != 0:
-            raise RuntimeError(f"DAPT {out.name} failed (log: {log})")
+            raise RuntimeError(f"DAPT {out.name} failed, {exit_reason(proc.returncode)} (log: {log})")
         shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the final model is what is used
         lines = [line for line in corpus.read_text(encoding="utf8").splitlines() if line.strip()]
         summary = json.loads((out / "dapt_summary.json").read_text())

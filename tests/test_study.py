@@ -383,3 +383,9 @@ def test_adopt_takes_same_training_runs_of_the_pretrained_inputs_benchmark(tmp_p
     (results / "bilstm_target-ai-wordchar-s666.json").write_text('{"kept": 1}')
     assert study.main(argv) == 0
     assert json.loads((results / "bilstm_target-ai-wordchar-s666.json").read_text()) == {"kept": 1}
+
+
+def test_a_failed_training_says_how_it_ended():
+    assert study.exit_reason(1) == "exit status 1"
+    assert study.exit_reason(-9).startswith("killed by SIGKILL, e.g. by the kernel for lack of memory")
+    assert study.exit_reason(-15) == "killed by SIGTERM"
