@@ -42,19 +42,20 @@ def train(args, trim_every: int, workdir: Path) -> dict:
            "--vars.source_domain", args.source, "--paths.target_raw", str(args.raw),
            "--vars.target_domain", args.target, "--paths.dictionary", str(args.dictionary)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", SPACY_CROSSNER_TRIM_EVERY=str(trim_every))
-    log = (workdir / f"trim{trim_every}.log").open("w")
+    log = workdir / f"trim{trim_every}.log"
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     series = []
-    while proc.poll() is None:
-        try:
-            series.append(round(rss_mb(proc.pid)))
-        except OSError:
-            break
-        time.sleep(args.every)
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        while proc.poll() is None:
+            try:
+                series.append(round(rss_mb(proc.pid)))
+            except OSError:
+                break
+            time.sleep(args.every)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        raise SystemExit(f"spacy train failed (exit {proc.returncode}); log: {log.name}")
+        raise SystemExit(f"spacy train failed (exit {proc.returncode}): {log.read_text()[-2000:]}")
     return {"trim_every": trim_every, "wall_s": round(wall, 1), "peak_rss_mb": max(series),
             "last_rss_mb": series[-1], "rss_mb_every_s": series}
 
@@ -69,6 +70,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--every", type=float, default=5.0, help="seconds between two RSS readings")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--load-note", default="", help="what else ran on the machine, for the report")
     p.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "heap.md")
     args = p.parse_args()
     runs = []
@@ -84,7 +86,8 @@ def main() -> None:
         "# Heap trims: memory of a training with an LM objective",
         "",
         f"`{command}` on {datetime.date.today()}, {cpu_model()}, {os.cpu_count()} cores; load "
-        f"when it started: {', '.join(f'{x:.2f}' for x in os.getloadavg())} (say what else ran).",
+        f"when it started: {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        + (f" ({args.load_note})." if args.load_note else "."),
         "",
         f"`configs/multi_cell_uda.cfg`, {args.steps} updates, one torch thread, source "
         f"{args.source}, raw target text `{args.raw.name}`; each setting a fresh process; RSS read "
