@@ -23,7 +23,9 @@ Rows (issues 13 and 19; each method against the baseline its paper compares to, 
 1. BiLSTM-CRF target-only, joint (target x10), pre-train -> fine-tune (bilstm_*)
 2. the same on MiniLM (trf_target = direct fine-tune, trf_joint, trf_finetune; stage 1 of
    trf_finetune is the shared trf_source model of the seed)
-3. multi-cell SDA vs bilstm_joint; multi_cell_sda_trf (MiniLM features) vs trf_joint
+3. multi-cell SDA vs bilstm_joint; multi_cell_sda_trf (MiniLM features) vs trf_joint, and the
+   diagnostic bilstm_joint_trf (a BiLSTM-CRF joint on the same fixed MiniLM features) vs
+   trf_joint: what fixing the features costs, apart from what the multi-cell LSTM adds
 4. PGN SDA vs bilstm_joint; PGN UDA vs bilstm_source
 5. multi-cell UDA (+dictionary) vs bilstm_source
 6. MoEE zero-shot vs bilstm_source, moee_zero_trf vs trf_source (scored on the source's types)
@@ -132,6 +134,10 @@ METHODS = [
            features=WORDCHAR + ("sm",)),
     Method("multi_cell_sda_trf", 3, "multi_cell_sda_trf", baseline_of="trf_joint", kind="joint",
            features=("minilm",), note="MiniLM token vectors as fixed features (grad_factor 0), as the paper's +BERT"),
+    # diagnostic: multi_cell_sda_trf's like-for-like BiLSTM-CRF (same fixed MiniLM features); its gain
+    # over trf_joint is what fixing the features costs, multi_cell_sda_trf - it what the cells add
+    Method("bilstm_joint_trf", 3, "bilstm_joint_trf", baseline_of="trf_joint", kind="joint", features=("minilm",),
+           note="BiLSTM-CRF joint on fixed MiniLM token vectors (grad_factor 0), multi_cell_sda_trf's own features"),
     # PGN like for like with its baseline: the target sampled x10 as in bilstm_joint
     Method("pgn_sda", 4, "pgn_sda", baseline_of="bilstm_joint", kind="joint"),
     Method("bilstm_source", 4, "bilstm_pretrain", kind="source"),

@@ -58,9 +58,9 @@ def test_minilm_rows_are_planned_only_with_minilm_features(tmp_path):
     args = args_for(tmp_path, "--rows", "2", "3", "6", "7", "8", "--features", "minilm", "--domains", "ai", "music",
                     "--seeds", "555", "666")
     runs = plan(args)
-    assert len(runs) == 9 * 2 * 2
+    assert len(runs) == 10 * 2 * 2
     assert list(dict.fromkeys(m for m, *_ in runs)) == [
-        "trf_target", "trf_joint", "trf_finetune", "multi_cell_sda_trf", "trf_source", "moee_zero_trf",
+        "trf_target", "trf_joint", "trf_finetune", "multi_cell_sda_trf", "bilstm_joint_trf", "trf_source", "moee_zero_trf",
         "label_aware", "dapt_span", "dapt_token"]
     assert {f for *_, f in runs} == {"minilm"}
     assert "label_aware_source" not in {m for m, *_ in runs}  # a stage 1, not a row
@@ -164,6 +164,9 @@ def test_train_args_of_the_new_rows(tmp_path):
     # issue 19 §3
     _, _, targs = run_args(tmp_path, "multi_cell_sda_trf", "minilm")
     assert targs[0].endswith("configs/multi_cell_sda_trf.cfg") and overrides_of(targs)["vars.target_upsample"] == 10
+    # its like-for-like BiLSTM-CRF on the same fixed features, the same joint data
+    _, _, targs = run_args(tmp_path, "bilstm_joint_trf", "minilm")
+    assert targs[0].endswith("configs/bilstm_joint_trf.cfg") and overrides_of(targs)["vars.target_upsample"] == 10
     _, _, targs = run_args(tmp_path, "moee_zero_trf", "minilm")
     assert targs[0].endswith("configs/moee_zero_trf.cfg") and "paths.target_train" not in overrides_of(targs)
     # the sm features: the *_sm.cfg config and the pipeline's name
