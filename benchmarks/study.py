@@ -972,6 +972,15 @@ def summarise(results: List[Dict]):
     return dict(sorted(groups.items())), domains
 
 
+def source_type_scores(results: List[Dict], method: str, features: str) -> Dict[str, List[float]]:
+    """{domain: [F1 per seed]} of a source-only method's runs scored on the source's types."""
+    scores: Dict[str, List[float]] = {}
+    for r in results:
+        if r["method"] == method and r["features"] == features and r.get("test_source_types"):
+            scores.setdefault(r["domain"], []).append(r["test_source_types"]["f"])
+    return scores
+
+
 def domain_means(by_domain: Dict[str, List[float]]) -> Dict[str, float]:
     return {d: statistics.mean(v) for d, v in by_domain.items() if v}
 
@@ -1012,9 +1021,10 @@ def cmd_report(args) -> int:
              "(`spacy_crossner evaluate`, exact-match entities, per sentence), mean ± sd over seeds; "
              "each model is `model-best` on the target's dev F1 (source-only and zero-shot models: "
              "on the source's dev F1). Zero-shot rows are scored on the source's types only "
-             "(the only ones they can predict), source-only rows on all of the target's types; the "
-             "gains table compares a zero-shot row with its source-only baseline on the source's "
-             "types (each source-only JSON's `test_source_types`). Short version: "
+             "(the only ones they can predict), source-only rows on all of the target's types and, "
+             "in a second line (*on the source's types*), on the source's types (each source-only "
+             "JSON's `test_source_types`): the score the gains table compares a zero-shot row with. "
+             "Short version: "
              f"[{summary_path.name}]({summary_path.name}).", ""]
     adopted = sorted({str(Path(r["adopted_from"]).parent) for r in results if r.get("adopted_from")})
     if adopted:
@@ -1036,6 +1046,17 @@ def cmd_report(args) -> int:
         kind = BY_NAME[method].kind if method in BY_NAME else ""
         scored = {"zero": ", source types", "source": ", all types"}.get(kind, "")
         heat.append((f"{method} ({features}{scored})", [means.get(d, float("nan")) for d in domains]))
+        if kind == "source":
+            # the same models on the source's types: what the zero-shot rows are compared with
+            on_source = source_type_scores(results, method, features)
+            if on_source:
+                src_means = domain_means(on_source)
+                src_mean = f"{statistics.mean(src_means.values()):.2f}" + (
+                    f" ({len(src_means)} of {len(domains)})" if len(src_means) < len(domains) else "")
+                lines.append(f"| {row} | {method}, on the source's types | {features} | " +
+                             " | ".join(mean_sd(on_source.get(d, [])) for d in domains) + f" | {src_mean} |")
+                heat.append((f"{method} ({features}, source types)",
+                             [src_means.get(d, float("nan")) for d in domains]))
 
     # the papers' numbers for the methods that ran
     with_paper = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER]

@@ -302,6 +302,9 @@ def test_report_from_fake_results(tmp_path):
     assert "| 9 | spacy_ner_sm_target | spacy_sm | ai (555, 666); music (555, 666) | gpu0 |" in text
     assert "Below a spaCy peer: trf_target (minilm)." in text  # not the source-only rows
     assert "| 4 | bilstm_source | wordchar | -" not in text
+    # the source-only model on all types (20) and, in its own line, on the source's types (40)
+    assert "| 4 | bilstm_source | wordchar | 20.00 ± 0.00 | – | 20.00 (1 of 2) |" in text
+    assert "| 4 | bilstm_source, on the source's types | wordchar | 40.00 ± 0.00 | – | 40.00 (1 of 2) |" in text
     assert "No results yet for row(s) 1, 5, 7." in text
     summary = (tmp_path / "study_summary.md").read_text()
     assert "| 8 | dapt_token | minilm | 4 (2 domains) | 59.00 | trf_target | 3.50 ± 0.58 | reproduced in direction | +2.00 | 63.72 (BERT-base-cased) |" in summary
