@@ -1098,9 +1098,11 @@ def cmd_report(args) -> int:
         base = BY_NAME[method].baseline_of if method in BY_NAME else None
         if not base:
             continue
+        paired_domains = []  # the domains with a (method, baseline) pair: the paper's gain is over these
         for d in domains:
             diffs, _ = paired(results, method, base, features, d)
             if diffs:
+                paired_domains.append(d)
                 lines.append(f"| {row} | {method} | {base} | {features} | {d} | {len(diffs)} | "
                              f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, [d])} |")
         diffs, unscored = paired(results, method, base, features, None)
@@ -1109,7 +1111,7 @@ def cmd_report(args) -> int:
             verdicts[(row, method, features)] = (diffs, verdict(diffs))
             if len({d for d in by_domain}) > 1:
                 lines.append(f"| {row} | {method} | {base} | {features} | all | {len(diffs)} | "
-                             f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, sorted(by_domain))} |")
+                             f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, paired_domains)} |")
     if unscored_total:
         lines += ["", f"{unscored_total} zero-shot run(s) not paired: their source-only baseline has "
                   "no score on the source types (`test_source_types`); `study.py run` with the same "
