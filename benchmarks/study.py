@@ -1041,26 +1041,23 @@ def cmd_report(args) -> int:
     lines += ["| row | method | features | " + " | ".join(domains) + " | mean over domains |",
               "|---|---|---|" + "---:|" * (len(domains) + 1)]
     heat = []
-    for (row, method, features), by_domain in groups.items():
-        cells = [mean_sd(by_domain.get(d, [])) for d in domains]
+
+    def add_row(label: str, heat_label: str, by_domain: Dict[str, List[float]]):
+        """One line of the table (mean ± sd per domain, mean over domains) and its heatmap row."""
         means = domain_means(by_domain)
         mean = f"{statistics.mean(means.values()):.2f}" + (
             f" ({len(means)} of {len(domains)})" if len(means) < len(domains) else "")
-        lines.append(f"| {row} | {method} | {features} | " + " | ".join(cells) + f" | {mean} |")
+        lines.append(f"| {label} | " + " | ".join(mean_sd(by_domain.get(d, [])) for d in domains) + f" | {mean} |")
+        heat.append((heat_label, [means.get(d, float("nan")) for d in domains]))
+
+    for (row, method, features), by_domain in groups.items():
         kind = BY_NAME[method].kind if method in BY_NAME else ""
         scored = {"zero": ", source types", "source": ", all types"}.get(kind, "")
-        heat.append((f"{method} ({features}{scored})", [means.get(d, float("nan")) for d in domains]))
-        if kind == "source":
-            # the same models on the source's types: what the zero-shot rows are compared with
-            on_source = source_type_scores(results, method, features)
-            if on_source:
-                src_means = domain_means(on_source)
-                src_mean = f"{statistics.mean(src_means.values()):.2f}" + (
-                    f" ({len(src_means)} of {len(domains)})" if len(src_means) < len(domains) else "")
-                lines.append(f"| {row} | {method}, on the source's types | {features} | " +
-                             " | ".join(mean_sd(on_source.get(d, [])) for d in domains) + f" | {src_mean} |")
-                heat.append((f"{method} ({features}, source types)",
-                             [src_means.get(d, float("nan")) for d in domains]))
+        add_row(f"{row} | {method} | {features}", f"{method} ({features}{scored})", by_domain)
+        on_source = source_type_scores(results, method, features) if kind == "source" else {}
+        if on_source:  # the same models on the source's types: what the zero-shot rows are compared with
+            add_row(f"{row} | {method}, on the source's types | {features}",
+                    f"{method} ({features}, source types)", on_source)
 
     # the papers' numbers for the methods that ran
     with_paper = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER]
