@@ -115,7 +115,7 @@ class Method:
     stage1: Optional[str] = None  # finetune: the shared model (a method name) stage 2 starts from
     init_from: bool = False  # finetune: the target's output rows start from the source's (--vars.init_from)
     masking: Optional[str] = None  # dapt: span | token
-    early_stopping: bool = True  # False: keep the config's own stopping rule (no --training.patience)
+    early_stopping: bool = True  # False: keep the config's own stopping rule and eval_frequency
     keep: str = "model-best"  # the output folder evaluated and fine-tuned from
     listed: bool = True  # False: only trained as a stage 1, not a row of the study
 
@@ -321,10 +321,11 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
     ``prepare``."""
     corpus = args.corpus
     source = args.source
-    common = ["--output", str(out), "--system.seed", str(seed),
-              "--training.max_steps", str(args.max_steps), "--training.eval_frequency", str(args.eval_frequency)]
+    common = ["--output", str(out), "--system.seed", str(seed), "--training.max_steps", str(args.max_steps)]
     if method.early_stopping:
-        common += ["--training.patience", str(args.patience)]
+        common += ["--training.eval_frequency", str(args.eval_frequency), "--training.patience", str(args.patience)]
+    # else the config's own stopping rule and evaluation schedule: its last model is kept, so the
+    # dev scores only log progress and evaluating more often would only cost time
     if method.kind in ("spacy_target", "spacy_joint"):
         train = f"{corpus}/{domain}/train.spacy" if method.kind == "spacy_target" else str(joint_folder(args, domain))
         cmd = [str(config_path(method, args, features)), *common, "--paths.train", train,

@@ -122,6 +122,7 @@ def test_train_args_of_our_configs_name_existing_settings(tmp_path, name, featur
     check_overrides_exist(Path(targs[0]), overrides)
     assert overrides["system.seed"] == 555 and overrides["training.max_steps"] == 20000
     assert ("training.patience" in overrides) == method.early_stopping
+    assert ("training.eval_frequency" in overrides) == method.early_stopping
     if method.kind in ("target", "joint", "finetune", "dapt", "uda"):
         assert overrides["vars.target_domain"] == "ai"
     if method.kind in ("target", "joint", "finetune", "dapt"):
