@@ -290,6 +290,7 @@ def test_report_from_fake_results(tmp_path):
         fake(results, "trf_finetune", "ai", seed, "minilm", 60.0)
         fake(results, "moee_zero", "ai", seed, "wordchar", 45.0 - seed % 2)  # 45, 44
     fake(results, "trf_finetune", "music", 777, "minilm", 70.0)  # no trf_target of that seed: not paired
+    fake(results, "spacy_ner_cnn_target", "ai", 555, "spacy_cnn", 45.0)  # a second peer, on AI only
     args = study.parse(["report", "--results", str(results)])
     assert study.main(["report", "--results", str(results)]) == 0
     text = (tmp_path / "study.md").read_text()
@@ -308,6 +309,10 @@ def test_report_from_fake_results(tmp_path):
     assert "| 2 | trf_target | minilm | ai (555, 666); music (555, 666) | cpu |" in text
     assert "| 9 | spacy_ner_sm_target | spacy_sm | ai (555, 666); music (555, 666) | gpu0 |" in text
     assert "Below a spaCy peer: trf_target (minilm)." in text  # not the source-only rows
+    # one column per peer, over the domains both ran (how many in brackets), then the strongest
+    assert ("| row | method | features | spacy_ner_cnn_target (spacy_cnn) | spacy_ner_sm_target (spacy_sm) "
+            "| strongest peer (gap) |") in text
+    assert "| 2 | trf_target | minilm | +5.50 (1) | -1.50 (2) | spacy_ner_sm_target (spacy_sm) (-1.50) |" in text
     assert "| 4 | bilstm_source | wordchar | -" not in text
     # the source-only model on all types (20) and, in its own line, on the source's types (40)
     assert "| 4 | bilstm_source | wordchar | 20.00 ± 0.00 | – | 20.00 (1 of 2) |" in text
