@@ -351,9 +351,16 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
         if method.init_from:
             cmd += ["--vars.init_from", source]
     elif method.kind == "uda":
-        cmd += src + src_dev + ["--paths.target_raw", f"{args.raw}/{domain}.txt",
-                                "--vars.target_domain", domain]
+        raw = Path(args.raw) / f"{domain}.txt"
+        if not raw.exists():
+            raise SystemExit(f"--raw: {method.name} needs the raw text of {domain}, {raw} (python -m "
+                             "spacy_crossner raw-text TRAIN DEV --output FILE --domain DOMAIN)")
+        cmd += src + src_dev + ["--paths.target_raw", str(raw), "--vars.target_domain", domain]
         if method.name == "multi_cell_uda":
+            if not Path(args.dictionary).is_dir():
+                raise SystemExit(f"--dictionary: {method.name} needs an entity dictionary folder, "
+                                 f"{args.dictionary} is not one (the project's assets have it after "
+                                 "`spacy project assets`; CrossNER's data has dictionaries/conll2003)")
             cmd += ["--paths.dictionary", str(args.dictionary)]
         if method.name == "pgn_uda":
             cmd += ["--paths.source_raw", f"{args.raw}/{source}.txt"]

@@ -94,7 +94,11 @@ def test_with_baselines_adds_the_baselines_of_the_chosen_methods(tmp_path):
 
 
 def run_args(tmp_path, name, features, *argv, domain="ai", seed=555):
-    args = args_for(tmp_path, "--sm-pipeline", "my_sm", "--vectors", str(tmp_path / "vectors"), *argv)
+    (tmp_path / "raw").mkdir(exist_ok=True)
+    (tmp_path / "raw" / f"{domain}.txt").write_text("Some raw text .\n")
+    (tmp_path / "dictionary").mkdir(exist_ok=True)
+    args = args_for(tmp_path, "--sm-pipeline", "my_sm", "--vectors", str(tmp_path / "vectors"),
+                    "--dictionary", str(tmp_path / "dictionary"), *argv)
     method = study.BY_NAME[name]
     out = tmp_path / "work" / "out"
     return args, method, study.train_args(method, args, domain, seed, features, out)
@@ -179,6 +183,19 @@ def test_train_args_of_the_new_rows(tmp_path):
     args = args_for(tmp_path)
     with pytest.raises(SystemExit, match="--vectors"):
         study.train_args(study.BY_NAME["bilstm_joint"], args, "ai", 555, "wordchar+glove", tmp_path)
+
+
+def test_train_args_of_the_unsupervised_rows_check_their_inputs(tmp_path):
+    args, _, targs = run_args(tmp_path, "multi_cell_uda", "wordchar")
+    o = overrides_of(targs)
+    assert o["paths.target_raw"] == str(tmp_path / "raw" / "ai.txt")
+    assert o["paths.dictionary"] == str(tmp_path / "dictionary")
+    # a missing dictionary or raw text stops the run before training, naming the option
+    args.dictionary = tmp_path / "no_dictionary"
+    with pytest.raises(SystemExit, match="--dictionary: multi_cell_uda needs an entity dictionary folder"):
+        study.train_args(study.BY_NAME["multi_cell_uda"], args, "ai", 555, "wordchar", tmp_path)
+    with pytest.raises(SystemExit, match=r"--raw: pgn_uda needs the raw text of music"):
+        study.train_args(study.BY_NAME["pgn_uda"], args, "music", 555, "wordchar", tmp_path)
 
 
 def test_train_args_of_the_peers(tmp_path):
