@@ -315,6 +315,15 @@ def dapt_dir(args, domain: str, masking: str) -> Path:
     return args.workdir / f"dapt_{masking}-{domain}-{tag}"
 
 
+def raw_text(args, domain: str, who: str) -> Path:
+    """The domain's raw text file in ``--raw`` (the UDA rows and DAPT read it), or a clear stop."""
+    path = Path(args.raw) / f"{domain}.txt"
+    if not path.exists():
+        raise SystemExit(f"--raw: {who} needs {path} (python -m spacy_crossner raw-text "
+                         f"<{domain} train> <{domain} dev> --output {path} --domain {domain})")
+    return path
+
+
 def train_args(method: Method, args, domain: str, seed: int, features: str, out: Path) -> List[str]:
     """The ``spacy train`` arguments of one run (config, data, seed, convergence settings).
     Pure: the files a run needs first (generated configs, stage-1 and DAPT models) are made by
@@ -351,11 +360,8 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
         if method.init_from:
             cmd += ["--vars.init_from", source]
     elif method.kind == "uda":
-        raw = Path(args.raw) / f"{domain}.txt"
-        if not raw.exists():
-            raise SystemExit(f"--raw: {method.name} needs the raw text of {domain}, {raw} (python -m "
-                             "spacy_crossner raw-text TRAIN DEV --output FILE --domain DOMAIN)")
-        cmd += src + src_dev + ["--paths.target_raw", str(raw), "--vars.target_domain", domain]
+        cmd += src + src_dev + ["--paths.target_raw", str(raw_text(args, domain, method.name)),
+                                "--vars.target_domain", domain]
         if method.name == "multi_cell_uda":
             if not Path(args.dictionary).is_dir():
                 raise SystemExit(f"--dictionary: {method.name} needs an entity dictionary folder, "
@@ -363,7 +369,7 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
                                  "`spacy project assets`; CrossNER's data has dictionaries/conll2003)")
             cmd += ["--paths.dictionary", str(args.dictionary)]
         if method.name == "pgn_uda":
-            cmd += ["--paths.source_raw", f"{args.raw}/{source}.txt"]
+            cmd += ["--paths.source_raw", str(raw_text(args, source, method.name))]
     else:
         raise ValueError(f"{method.name}: unknown kind {method.kind!r}")
     if method.kind not in ("target", "finetune", "dapt") and args.source_limit:
@@ -653,10 +659,7 @@ def run_dapt(args, domain: str, masking: str, env) -> Dict:
     meta_path = out.parent / f"{out.name}.json"
     if meta_path.exists():
         return json.loads(meta_path.read_text())
-    corpus = args.raw / f"{domain}.txt"
-    if not corpus.exists():
-        raise SystemExit(f"--raw: DAPT needs {corpus} (python -m spacy_crossner raw-text "
-                         f"<{domain} train> <{domain} dev> --output {corpus} --domain {domain})")
+    corpus = raw_text(args, domain, "DAPT")
     with work_lock(out):
         if meta_path.exists():
             return json.loads(meta_path.read_text())
