@@ -118,6 +118,9 @@ class Method:
     early_stopping: bool = True  # False: keep the config's own stopping rule and eval_frequency
     keep: str = "model-best"  # the output folder evaluated and fine-tuned from
     listed: bool = True  # False: only trained as a stage 1, not a row of the study
+    # a second, diagnostic baseline on the same features, shown in the gains table beside the
+    # paper's baseline (not used for the verdict)
+    like_for_like: Optional[str] = None
 
 
 METHODS = [
@@ -137,7 +140,7 @@ METHODS = [
     Method("multi_cell_sda", 3, "multi_cell_sda", baseline_of="bilstm_joint", kind="joint",
            features=WORDCHAR + ("sm",)),
     Method("multi_cell_sda_trf", 3, "multi_cell_sda_trf", baseline_of="trf_joint", kind="joint",
-           features=("minilm",), note="MiniLM token vectors as fixed features (grad_factor 0), as the paper's +BERT"),
+           features=("minilm",), like_for_like="bilstm_joint_trf", note="MiniLM token vectors as fixed features (grad_factor 0), as the paper's +BERT"),
     # diagnostic: multi_cell_sda_trf's like-for-like BiLSTM-CRF (same fixed MiniLM features); its gain
     # over trf_joint is what fixing the features costs, multi_cell_sda_trf - it what the cells add
     Method("bilstm_joint_trf", 3, "bilstm_joint_trf", baseline_of="trf_joint", kind="joint", features=("minilm",),
@@ -1100,7 +1103,9 @@ def cmd_report(args) -> int:
               "and larger than its sd, else *within noise* (fewer than two pairs: *too few seeds*). "
               "Zero-shot rows are compared with the source-only model scored on the same source "
               "types. Paper gain: the same difference in the papers' numbers, where both are "
-              "given for the same encoder (*all*: over the same domains).", "",
+              "given for the same encoder (*all*: over the same domains). A baseline marked *(same "
+              "features)* is a diagnostic one, the same model family on the method's own features: "
+              "it shows what the method adds apart from the features, and is not its verdict.", "",
               "| row | method | baseline | features | domain | pairs | gain (mean ± sd) | verdict | paper gain |",
               "|---|---|---|---|---|---:|---:|---|---:|"]
     unscored_total = 0
@@ -1123,6 +1128,14 @@ def cmd_report(args) -> int:
             if len({d for d in by_domain}) > 1:
                 lines.append(f"| {row} | {method} | {base} | {features} | all | {len(diffs)} | "
                              f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, paired_domains)} |")
+        like = BY_NAME[method].like_for_like
+        if like:
+            # what the method adds over the same model family on its own features: no paper number
+            like_domains = [d for d in domains if paired(results, method, like, features, d)[0]]
+            for d in like_domains + ([None] if len(like_domains) > 1 else []):
+                diffs, _ = paired(results, method, like, features, d)
+                lines.append(f"| {row} | {method} | {like} (same features) | {features} | {d or 'all'} | "
+                             f"{len(diffs)} | {mean_sd(diffs)} | {verdict(diffs)} | – |")
     if unscored_total:
         lines += ["", f"{unscored_total} zero-shot run(s) not paired: their source-only baseline has "
                   "no score on the source types (`test_source_types`); `study.py run` with the same "

@@ -309,12 +309,19 @@ def test_report_from_fake_results(tmp_path):
         fake(results, "moee_zero", "ai", seed, "wordchar", 45.0 - seed % 2)  # 45, 44
     fake(results, "trf_finetune", "music", 777, "minilm", 70.0)  # no trf_target of that seed: not paired
     fake(results, "spacy_ner_cnn_target", "ai", 555, "spacy_cnn", 45.0)  # a second peer, on AI only
+    for seed in (555, 666):  # multi_cell_sda_trf's diagnostic baseline on its own features, AI only
+        fake(results, "bilstm_joint_trf", "ai", seed, "minilm", 53.0)
     args = study.parse(["report", "--results", str(results)])
     assert study.main(["report", "--results", str(results)]) == 0
     text = (tmp_path / "study.md").read_text()
     assert "| 8 | dapt_token | trf_target | minilm | ai | 2 | 3.50 ± 0.71 | reproduced in direction | +3.29 |" in text
     assert "| 8 | dapt_token | trf_target | minilm | all | 4 | 3.50 ± 0.58 | reproduced in direction |" in text
     assert "| 3 | multi_cell_sda_trf | trf_joint | minilm | ai | 2 | 0.00 ± 0.71 | within noise | -0.29 |" in text
+    # beside its paper's baseline, the same family on the same features (no verdict, no paper gain);
+    # one domain: no pooled line
+    assert ("| 3 | multi_cell_sda_trf | bilstm_joint_trf (same features) | minilm | ai | 2 | 2.00 ± 0.71 "
+            "| reproduced in direction | – |") in text
+    assert "| bilstm_joint_trf (same features) | minilm | all |" not in text
     # joint training against the target alone (CrossNER's comparison; the paper: +8.20 on AI)
     assert "| 2 | trf_joint | trf_target | minilm | ai | 2 | 4.50 ± 0.71 | reproduced in direction | +8.20 |" in text
     # the pooled row's paper gain is over the domains that were paired (AI: +8.51), not every domain run
