@@ -1131,10 +1131,12 @@ def cmd_report(args) -> int:
         like = BY_NAME[method].like_for_like
         if like:
             # what the method adds over the same model family on its own features: no paper number
-            like_domains = [d for d in domains if paired(results, method, like, features, d)[0]]
-            for d in like_domains + ([None] if len(like_domains) > 1 else []):
-                diffs, _ = paired(results, method, like, features, d)
-                lines.append(f"| {row} | {method} | {like} (same features) | {features} | {d or 'all'} | "
+            by_like = {d: paired(results, method, like, features, d)[0] for d in domains}
+            by_like = {d: diffs for d, diffs in by_like.items() if diffs}
+            if len(by_like) > 1:
+                by_like["all"] = paired(results, method, like, features, None)[0]
+            for d, diffs in by_like.items():
+                lines.append(f"| {row} | {method} | {like} (same features) | {features} | {d} | "
                              f"{len(diffs)} | {mean_sd(diffs)} | {verdict(diffs)} | – |")
     if unscored_total:
         lines += ["", f"{unscored_total} zero-shot run(s) not paired: their source-only baseline has "
