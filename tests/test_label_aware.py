@@ -534,3 +534,24 @@ def test_torch_beam_search_equals_numpy_reference(width):
     for b, n in enumerate(lengths):
         assert got_tags[b, :n].tolist() == expected_tags[b]
         assert got_rows[b, :n].tolist() == expected_rows[b]
+
+
+def test_decode_flattens_the_lstm_weights_it_calls_directly(monkeypatch):
+    """The beam decoder calls the LSTMs step by step: after thinc's optimizer has replaced the
+    weights, cuDNN needs them flattened again first (the GPU check saw torch's "not part of
+    single contiguous chunk of memory" warning at prediction time). On the CPU the call is a
+    no-op, so the calls themselves are counted."""
+    emitter = make_emitter()
+    X, lengths, domains, _ = batch()
+    flattened = []
+    original = torch.nn.LSTM.flatten_parameters
+
+    def counting(self):
+        flattened.append(self)
+        return original(self)
+
+    monkeypatch.setattr(torch.nn.LSTM, "flatten_parameters", counting)
+    with torch.no_grad():
+        emitter.decode(X, lengths, domains, beam_width=3)
+    assert any(m is emitter.lstm_fwd for m in flattened)
+    assert any(m is emitter.lstm_bwd for m in flattened)

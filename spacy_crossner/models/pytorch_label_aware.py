@@ -426,6 +426,10 @@ class LabelAwareEmitter(Emitter):
         key_mask = (torch.arange(n)[None, :] < lengths[:, None]).to(device)  # (B, n)
         table = self.embedding_table()
         Wo, bo = self.output_layer()
+        # the steps below call the LSTMs directly: cuDNN's weight buffer after thinc's update
+        # (on the GPU, torch otherwise warns and compacts the weights at every call; no-op on CPU)
+        self.lstm_fwd.flatten_parameters()
+        self.lstm_bwd.flatten_parameters()
         # BIO and whitespace constraints as masks on the device, built once per domain
         present = sorted(set(domains))
         moves = torch.zeros((len(present), K + K * K + 2 * K), dtype=torch.bool)
