@@ -5,6 +5,11 @@ CPU.
 Usage (from the repository root, on a machine with a CUDA GPU, cupy and a CUDA torch)::
 
     python benchmarks/gpu_check.py [--steps 30] [--docs 64] [--archs bilstm_crf,...]
+        [--data CROSSNER_DIR] [--json OUT.json]
+
+``--data``: the CrossNER folder (default ../shared/data/crossner beside the clone); only its
+``ai/`` files are read. ``--json``: the rows and the machine (GPU, torch, CuPy, spaCy, thinc).
+Results of the first GPU run: benchmarks/results/gpu.md.
 
 For each architecture (its config in configs/, loaded with ``spacy.util.load_config`` and tiny
 overrides: the CrossNER AI domain, a few dozen steps of 16 sentences):
@@ -35,7 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner
-CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
+# the CrossNER folder (<domain>/{train,dev,test}.txt); --data sets it
+CROSSNER = [ROOT.parent / "shared" / "data" / "crossner"]
 DOMAIN = "ai"
 MAX_DIFF_SHARE = 0.01
 # architecture -> (config, overrides)
@@ -68,7 +74,7 @@ def corpus_dir() -> Path:
         from spacy_crossner.convert import convert
 
         out = Path(tempfile.mkdtemp(prefix="gpu_check_")) / DOMAIN
-        convert(CROSSNER / DOMAIN, out, domain=DOMAIN)
+        convert(CROSSNER[0] / DOMAIN, out, domain=DOMAIN)
         _CORPUS.append(out)
     return _CORPUS[0]
 
@@ -80,7 +86,7 @@ def read_docs(split: str, limit: int):
     from spacy_crossner.formats import read_column_file
 
     vocab = spacy.blank("en").vocab
-    docs = list(column_file_to_docs(read_column_file(CROSSNER / DOMAIN / f"{split}.txt"), vocab, domain=DOMAIN))
+    docs = list(column_file_to_docs(read_column_file(CROSSNER[0] / DOMAIN / f"{split}.txt"), vocab, domain=DOMAIN))
     return docs[:limit]
 
 
@@ -258,6 +264,23 @@ def predict_cpu(model_dir: str, words_file: str) -> None:
     print(json.dumps({"ents": predictions(docs), "tags": tags}))
 
 
+def machine(device: str) -> str:
+    """The accelerator (or CPU) and the versions that matter, for the results."""
+    import platform
+
+    import spacy
+    import thinc
+    import torch
+
+    what = f"{platform.machine()}, {os.cpu_count()} cores"
+    if device == "cuda":
+        import cupy
+
+        what = (f"{torch.cuda.get_device_name(0)}, {what}; torch {torch.__version__}, "
+                f"cupy {cupy.__version__}")
+    return f"{what}; spacy {spacy.__version__}, thinc {thinc.__version__}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30, help="training steps of 16 sentences")
@@ -266,11 +289,17 @@ def main() -> int:
     parser.add_argument("--archs", default=",".join(ARCHS), help="architectures (comma-separated)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cuda (the check); cpu = the same flow on the CPU, a smoke test")
+    parser.add_argument("--data", type=Path, default=CROSSNER[0],
+                        help="CrossNER folder holding ai/{train,dev,test}.txt (default: ../shared/data/crossner)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     parser.add_argument("--predict-cpu", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.predict_cpu:
         predict_cpu(*args.predict_cpu)
         return 0
+    if not (args.data / DOMAIN / "train.txt").exists():
+        parser.error(f"--data: {args.data / DOMAIN / 'train.txt'} does not exist")
+    CROSSNER[0] = args.data
     if args.device == "cuda" and not has_gpu():
         print("no GPU")
         return 0
@@ -281,6 +310,8 @@ def main() -> int:
         result = "ok" if not r["problems"] else "FAIL: " + "; ".join(r["problems"][:5])
         print(f"| {r['arch']} | {r['device']} | {r['train_wps']:,.0f} | {r['infer_wps']:,.0f} | "
               f"{r['torch_tensors']} | {r['n_entities']} | {result} |")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(args.device), "rows": rows}, indent=2) + "\n")
     return 1 if any(r["problems"] for r in rows) else 0
 
 

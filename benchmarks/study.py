@@ -739,6 +739,20 @@ def work_dir(run: Dict, args) -> Path:
     return args.workdir / run_id(run)
 
 
+def machine_name(gpu_id: int) -> str:
+    """The CPU and, for a GPU run, the GPU's name (nvidia-smi; no CUDA context in this process)."""
+    cpu = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    if gpu_id < 0:
+        return cpu
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(gpu_id)],
+                             capture_output=True, text=True, timeout=30)
+        gpu = out.stdout.strip() or "GPU (name unknown)"
+    except (OSError, subprocess.SubprocessError):
+        gpu = "GPU (name unknown)"
+    return f"{gpu} (GPU {gpu_id}), {cpu}"
+
+
 def environment(args) -> Dict[str, str]:
     return dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                 TOKENIZERS_PARALLELISM="false")
@@ -773,7 +787,7 @@ def execute(run: Dict, args) -> Dict:
         "config": config,
         "overrides": targs[1:],
         "command": " ".join(shlex.quote(c) for c in ["python", "-m", "spacy", "train", *targs]),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine_name(args.gpu_id),
         "load": [round(x, 2) for x in load_before],
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         **extra,
@@ -1169,7 +1183,7 @@ def cmd_report(args) -> int:
         runs = [r for r in results if (r["row"], r["method"], r["features"]) == (row, method, features)]
         cover = "; ".join(f"{d} ({', '.join(str(s) for s in sorted(r['seed'] for r in runs if r['domain'] == d))})"
                           for d in sorted(by_domain))
-        devices = ", ".join(sorted({r.get("device", "?") for r in runs}))
+        devices = where_run(runs)
         lines.append(f"| {row} | {method} | {features} | {cover} | {devices} | {COVERAGE_GOAL.get(row, '')} |")
     missing_rows = sorted(set(COVERAGE_GOAL) - {k[0] for k in groups})
     if missing_rows:
@@ -1194,6 +1208,22 @@ def cmd_report(args) -> int:
     summary_path.write_text(summary_table(groups, domains, verdicts, gaps, results), encoding="utf8")
     print(f"Wrote {out}, {summary_path} and {png}")
     return 0
+
+
+def where_run(runs: List[Dict]) -> str:
+    """The devices of a method's runs; with more than one, which runs ran on each (e.g.
+    "cpu: ai (555, 666); gpu0: ai (777), music (777)")."""
+    devices = sorted({r.get("device", "?") for r in runs})
+    if len(devices) == 1:
+        return devices[0]
+    parts = []
+    for device in devices:
+        mine = [r for r in runs if r.get("device", "?") == device]
+        by_domain = ", ".join(
+            f"{d} ({', '.join(str(s) for s in sorted(r['seed'] for r in mine if r['domain'] == d))})"
+            for d in sorted({r["domain"] for r in mine}))
+        parts.append(f"{device}: {by_domain}")
+    return "; ".join(parts)
 
 
 def summary_table(groups, domains, verdicts, gaps, results) -> str:

@@ -308,6 +308,7 @@ def test_report_from_fake_results(tmp_path):
         fake(results, "trf_finetune", "ai", seed, "minilm", 60.0)
         fake(results, "moee_zero", "ai", seed, "wordchar", 45.0 - seed % 2)  # 45, 44
     fake(results, "trf_finetune", "music", 777, "minilm", 70.0)  # no trf_target of that seed: not paired
+    fake(results, "trf_joint", "music", 777, "minilm", 65.0, device="gpu0")  # one run on a GPU
     fake(results, "spacy_ner_cnn_target", "ai", 555, "spacy_cnn", 45.0)  # a second peer, on AI only
     for seed in (555, 666):  # multi_cell_sda_trf's diagnostic baseline on its own features, AI only
         fake(results, "bilstm_joint_trf", "ai", seed, "minilm", 53.0)
@@ -332,6 +333,9 @@ def test_report_from_fake_results(tmp_path):
     assert "| trf_target | BERT-base-cased | directly fine-tune, w/o DAPT | 50.37 | 66.59 | 61.44 |" in text
     assert "moee_zero: MTL+MoEE 69.53" in text
     assert "| 2 | trf_target | minilm | ai (555, 666); music (555, 666) | cpu |" in text
+    # a method whose runs used two devices says which ran where
+    assert ("| 2 | trf_joint | minilm | ai (555, 666); music (555, 666, 777) "
+            "| cpu: ai (555, 666), music (555, 666); gpu0: music (777) |") in text
     assert "| 9 | spacy_ner_sm_target | spacy_sm | ai (555, 666); music (555, 666) | gpu0 |" in text
     assert "Below a spaCy peer: trf_target (minilm)." in text  # not the source-only rows
     # one column per peer, over the domains both ran (how many in brackets), then the strongest
@@ -432,3 +436,21 @@ def test_a_failed_training_says_how_it_ended():
     assert study.exit_reason(1) == "exit status 1"
     assert study.exit_reason(-9).startswith("killed by SIGKILL, e.g. by the kernel for lack of memory")
     assert study.exit_reason(-15) == "killed by SIGTERM"
+
+
+def test_machine_name_names_the_gpu_of_a_gpu_run(monkeypatch):
+    assert "cores" in study.machine_name(-1) and "GPU" not in study.machine_name(-1)
+
+    class Done:
+        stdout = "NVIDIA H200\n"
+
+    calls = []
+    monkeypatch.setattr(study.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or Done())
+    assert study.machine_name(0).startswith("NVIDIA H200 (GPU 0), ")
+    assert calls[0][0] == "nvidia-smi" and calls[0][-1] == "0"
+
+    def missing(cmd, **kw):
+        raise FileNotFoundError(cmd[0])
+
+    monkeypatch.setattr(study.subprocess, "run", missing)
+    assert study.machine_name(1).startswith("GPU (name unknown) (GPU 1), ")

@@ -1,0 +1,51 @@
+"""benchmarks/gpu_check.py where there is no GPU: its --device cpu smoke flow on a copy of the
+AI domain given with --data (the device machine has no ../shared), the JSON it writes, and a
+clear error for a --data folder without the AI files; benchmarks/gpu_study.sh's argument checks."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
+
+
+def test_cpu_flow_on_a_data_folder_writes_the_rows(tmp_path):
+    if not (CROSSNER / "ai" / "train.txt").exists():
+        pytest.fail(f"{CROSSNER}/ai is missing: the tests need ../shared/data (see shared/data/README.md)")
+    data = tmp_path / "somewhere"
+    shutil.copytree(CROSSNER / "ai", data / "ai")
+    out = tmp_path / "rows.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--data", str(data), "--archs", "bilstm_crf",
+         "--steps", "2", "--docs", "8", "--test-docs", "8", "--json", str(out)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| bilstm_crf | cpu |" in proc.stdout and "| ok |" in proc.stdout
+    written = json.loads(out.read_text())
+    assert "cores" in written["machine"] and "spacy 3.8" in written["machine"]
+    (row,) = written["rows"]
+    assert row["arch"] == "bilstm_crf" and row["device"] == "cpu" and row["problems"] == []
+    assert row["cpu_diff_docs"] == [0, 0] and row["torch_tensors"] > 0
+
+
+def test_data_without_the_ai_domain_is_named(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--data", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"--data: {tmp_path / 'ai' / 'train.txt'} does not exist" in proc.stderr
+
+
+def test_gpu_study_names_its_arguments_and_a_missing_runs_file(tmp_path):
+    script = ROOT / "benchmarks" / "gpu_study.sh"
+    usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert usage.returncode == 2 and "CORPUS RAW RESULTS WORKERS DEADLINE RUNS_FILE" in usage.stdout
+    missing = tmp_path / "runs.txt"
+    proc = subprocess.run(["bash", str(script), "c", "r", str(tmp_path / "res"), "2", "5", str(missing)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and f"RUNS_FILE {missing} does not exist" in proc.stdout
