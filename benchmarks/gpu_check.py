@@ -22,7 +22,9 @@ overrides: the CrossNER AI domain, a few dozen steps of 16 sentences):
    ``torch.cuda.synchronize()`` before each clock reading;
 4. the pipeline is saved, loaded in a subprocess on the CPU (``CUDA_VISIBLE_DEVICES=""``,
    ``spacy.require_cpu()``) and must predict the same entities (and token tags) on the test
-   sentences as on the GPU.
+   sentences as on the GPU, from the same scores: the crossner model's (T, K) scores of every
+   test doc may differ by at most ``MAX_SCORE_DIFF`` relative to their scale (after 30 steps
+   most tags are O, so agreeing tags alone say little).
 
 Prints a table and exits 1 if any check fails; prints "no GPU" and exits 0 where there is none.
 ``--device cpu`` runs the same flow on the CPU (checks: NumpyOps, parameters on cpu), as a
@@ -44,6 +46,8 @@ sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner
 CROSSNER = [ROOT.parent / "shared" / "data" / "crossner"]
 DOMAIN = "ai"
 MAX_DIFF_SHARE = 0.01
+# the largest score difference between the devices, relative to the scores' scale
+MAX_SCORE_DIFF = 1e-3
 # architecture -> (config, overrides)
 ARCHS = {
     "bilstm_crf": ("bilstm_target.cfg", {}),
@@ -136,6 +140,39 @@ def fresh(nlp, docs):
     return out
 
 
+def score_arrays(nlp, docs, batch_size: int = 64):
+    """The crossner model's (T, K) scores of each doc as NumPy arrays, from docs that went
+    through ``nlp.pipe`` (a transformer listener reads their annotations)."""
+    pipe = nlp.get_pipe("crossner")
+    out = []
+    for i in range(0, len(docs), batch_size):
+        batch = [d for d in docs[i : i + batch_size] if len(d)]
+        if not batch:
+            continue
+        output = pipe.model.predict(pipe.make_input(batch))
+        scores = pipe.model.ops.to_numpy(pipe.model.ops.asarray(output.scores))
+        out.extend(scores[b, :n] for b, n in enumerate(output.lengths))
+    return out
+
+
+def max_score_diff(a, b) -> float:
+    """The largest difference between two lists of score arrays, relative to the scores' scale
+    (max(1, largest finite |score|)); equal infinities count as equal."""
+    import numpy
+
+    worst = 0.0
+    for x, y in zip(a, b):
+        if x.shape != y.shape:
+            return float("inf")
+        finite = numpy.isfinite(x) & numpy.isfinite(y)
+        if (numpy.isfinite(x) != numpy.isfinite(y)).any() or (x[~finite] != y[~finite]).any():
+            return float("inf")
+        if finite.any():
+            scale = max(1.0, float(numpy.abs(x[finite]).max()))
+            worst = max(worst, float(numpy.abs(x[finite] - y[finite]).max()) / scale)
+    return worst
+
+
 def predictions(docs):
     return [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs]
 
@@ -217,11 +254,20 @@ def check(arch: str, args, device: str) -> dict:
         nlp.to_disk(Path(tmp) / "model")
         words_file = Path(tmp) / "words.json"
         words_file.write_text(json.dumps([[t.text for t in d] for d in docs]))
+        scores_file = Path(tmp) / "scores.npz"
+        on_device_scores = score_arrays(nlp, docs)
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
         proc = subprocess.run(
-            [sys.executable, __file__, "--predict-cpu", str(Path(tmp) / "model"), str(words_file)],
+            [sys.executable, __file__, "--predict-cpu", str(Path(tmp) / "model"), str(words_file),
+             str(scores_file)],
             capture_output=True, text=True, env=env,
         )
+        cpu_scores = None
+        if proc.returncode == 0:
+            import numpy
+
+            with numpy.load(scores_file) as saved:
+                cpu_scores = [saved[f"d{i}"] for i in range(len(saved.files))]
     if proc.returncode != 0:
         problems.append(f"loading on CPU failed: {proc.stderr[-1500:]}")
     else:
@@ -234,16 +280,23 @@ def check(arch: str, args, device: str) -> dict:
         if max(n_diff, n_diff_tags) > MAX_DIFF_SHARE * len(docs):
             problems.append(f"CPU predictions differ on {n_diff} docs (entities), {n_diff_tags} (tags) "
                             f"of {len(docs)}")
+    # the scores behind the tags: after a few dozen steps most tags are O, so agreeing tags say
+    # little; float32 on both devices (no TF32) agrees far below MAX_SCORE_DIFF
+    score_diff = None if cpu_scores is None else max_score_diff(on_device_scores, cpu_scores)
+    if score_diff is not None and score_diff > MAX_SCORE_DIFF:
+        problems.append(f"CPU scores differ from the {device}'s by {score_diff:.2e} (relative; "
+                        f"more than {MAX_SCORE_DIFF:.0e})")
     return {
         "arch": arch, "device": device, "train_wps": train_wps, "infer_wps": infer_wps,
         "torch_tensors": n_tensors, "train_warnings": train_warnings,
         "problems": problems + [f"training warned: {w}" for w in train_warnings if "contiguous" in w],
         "cpu_diff_docs": None if proc.returncode != 0 else [n_diff, n_diff_tags],
+        "cpu_score_diff": score_diff,
         "n_entities": sum(len(d) for d in on_device),
     }
 
 
-def predict_cpu(model_dir: str, words_file: str) -> None:
+def predict_cpu(model_dir: str, words_file: str, scores_file: str) -> None:
     """The subprocess side: load on the CPU, tag the same words, print JSON."""
     import spacy
     import torch
@@ -261,6 +314,9 @@ def predict_cpu(model_dir: str, words_file: str) -> None:
         docs.append(doc)
     docs = list(nlp.pipe(docs, batch_size=256))
     tags = [[t.ent_iob_ + ("-" + t.ent_type_ if t.ent_type_ else "") for t in d] for d in docs]
+    import numpy
+
+    numpy.savez(scores_file, **{f"d{i}": a for i, a in enumerate(score_arrays(nlp, docs))})
     print(json.dumps({"ents": predictions(docs), "tags": tags}))
 
 
@@ -292,7 +348,7 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=CROSSNER[0],
                         help="CrossNER folder holding ai/{train,dev,test}.txt (default: ../shared/data/crossner)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
-    parser.add_argument("--predict-cpu", nargs=2, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--predict-cpu", nargs=3, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.predict_cpu:
         predict_cpu(*args.predict_cpu)
@@ -304,12 +360,13 @@ def main() -> int:
         print("no GPU")
         return 0
     rows = [check(arch, args, args.device) for arch in args.archs.split(",")]
-    print(f"| arch | device | train wps | infer wps | torch tensors checked | entities | result |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    print("| arch | device | train wps | infer wps | torch tensors checked | entities | CPU score diff | result |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         result = "ok" if not r["problems"] else "FAIL: " + "; ".join(r["problems"][:5])
+        diff = "–" if r["cpu_score_diff"] is None else f"{r['cpu_score_diff']:.1e}"
         print(f"| {r['arch']} | {r['device']} | {r['train_wps']:,.0f} | {r['infer_wps']:,.0f} | "
-              f"{r['torch_tensors']} | {r['n_entities']} | {result} |")
+              f"{r['torch_tensors']} | {r['n_entities']} | {diff} | {result} |")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(args.device), "rows": rows}, indent=2) + "\n")
     return 1 if any(r["problems"] for r in rows) else 0

@@ -32,6 +32,8 @@ def test_cpu_flow_on_a_data_folder_writes_the_rows(tmp_path):
     (row,) = written["rows"]
     assert row["arch"] == "bilstm_crf" and row["device"] == "cpu" and row["problems"] == []
     assert row["cpu_diff_docs"] == [0, 0] and row["torch_tensors"] > 0
+    # the same device on both sides: the scores agree to float32 rounding at most
+    assert row["cpu_score_diff"] is not None and row["cpu_score_diff"] < 1e-5
 
 
 def test_data_without_the_ai_domain_is_named(tmp_path):
@@ -49,3 +51,20 @@ def test_gpu_study_names_its_arguments_and_a_missing_runs_file(tmp_path):
     proc = subprocess.run(["bash", str(script), "c", "r", str(tmp_path / "res"), "2", "5", str(missing)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and f"RUNS_FILE {missing} does not exist" in proc.stdout
+
+
+def test_max_score_diff_is_relative_and_strict_about_infinities():
+    import importlib.util
+
+    import numpy
+
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    a = [numpy.array([[10.0, -numpy.inf], [2.0, 3.0]], dtype="f")]
+    assert gpu_check.max_score_diff(a, [x.copy() for x in a]) == 0.0
+    b = [numpy.array([[10.0, -numpy.inf], [2.0, 3.05]], dtype="f")]
+    assert abs(gpu_check.max_score_diff(a, b) - 0.005) < 1e-5  # 0.05 over a scale of 10
+    c = [numpy.array([[10.0, 0.0], [2.0, 3.0]], dtype="f")]
+    assert gpu_check.max_score_diff(a, c) == float("inf")  # -inf on one device only
+    assert gpu_check.max_score_diff(a, [numpy.zeros((3, 2), dtype="f")]) == float("inf")
