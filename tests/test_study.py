@@ -454,3 +454,21 @@ def test_machine_name_names_the_gpu_of_a_gpu_run(monkeypatch):
 
     monkeypatch.setattr(study.subprocess, "run", missing)
     assert study.machine_name(1).startswith("GPU (name unknown) (GPU 1), ")
+
+
+def test_a_gpu_run_records_its_device_and_the_gpu_flag_of_its_command(tmp_path, monkeypatch):
+    args = args_for(tmp_path, "--gpu-id", "0")
+    (run,) = [r for r in study.planned(study.parse(["plan", "--rows", "2", "--methods", "trf_target",
+                                                    "--features", "minilm", "--seeds", "555"]))]
+    meta = {"targs": ["configs/trf_target.cfg", "--output", "x"], "dev_f": 50.0, "step": 200, "last": 400,
+            "wall": 1.0, "cpu": 1.0, "load": [0.0, 0.0, 0.0]}
+    monkeypatch.setattr(study, "prepare", lambda run, args, env: {})
+    monkeypatch.setattr(study, "train", lambda *a, **k: meta)
+    monkeypatch.setattr(study, "evaluate", lambda *a, **k: {"p": 1.0, "r": 1.0, "f": 1.0})
+    monkeypatch.setattr(study, "machine_name", lambda gpu_id: f"a GPU {gpu_id}")
+    record = study.execute(run, args)
+    assert record["device"] == "gpu0" and record["machine"] == "a GPU 0"
+    assert record["command"] == "python -m spacy train configs/trf_target.cfg --output x --gpu-id 0"
+    args.gpu_id = -1
+    record = study.execute(run, args)
+    assert record["device"] == "cpu" and "--gpu-id" not in record["command"]
