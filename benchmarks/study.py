@@ -1182,8 +1182,7 @@ def cmd_report(args) -> int:
               "|---|---|---|---|---|---|"]
     for (row, method, features), by_domain in groups.items():
         runs = [r for r in results if (r["row"], r["method"], r["features"]) == (row, method, features)]
-        cover = "; ".join(f"{d} ({', '.join(str(s) for s in sorted(r['seed'] for r in runs if r['domain'] == d))})"
-                          for d in sorted(by_domain))
+        cover = domains_and_seeds(runs, "; ")
         devices = where_run(runs)
         lines.append(f"| {row} | {method} | {features} | {cover} | {devices} | {COVERAGE_GOAL.get(row, '')} |")
     missing_rows = sorted(set(COVERAGE_GOAL) - {k[0] for k in groups})
@@ -1211,6 +1210,12 @@ def cmd_report(args) -> int:
     return 0
 
 
+def domains_and_seeds(runs: List[Dict], sep: str) -> str:
+    """"ai (555, 666)<sep>music (777)": each domain of the runs with its seeds."""
+    return sep.join(f"{d} ({', '.join(str(s) for s in sorted(r['seed'] for r in runs if r['domain'] == d))})"
+                    for d in sorted({r["domain"] for r in runs}))
+
+
 def where_run(runs: List[Dict]) -> str:
     """The devices of a method's runs; with more than one, which runs ran on each (e.g.
     "cpu: ai (555, 666); gpu0: ai (777), music (777)")."""
@@ -1220,10 +1225,7 @@ def where_run(runs: List[Dict]) -> str:
     parts = []
     for device in devices:
         mine = [r for r in runs if r.get("device", "?") == device]
-        by_domain = ", ".join(
-            f"{d} ({', '.join(str(s) for s in sorted(r['seed'] for r in mine if r['domain'] == d))})"
-            for d in sorted({r["domain"] for r in mine}))
-        parts.append(f"{device}: {by_domain}")
+        parts.append(f"{device}: {domains_and_seeds(mine, ', ')}")
     return "; ".join(parts)
 
 
