@@ -15,6 +15,8 @@ from spacy_crossner.models.pytorch_pgn import (
     ParameterGenerator,
     PGNEmitter,
     lstm_param_size,
+    fused_lstm_layout,
+    place_lstm_params,
     run_bilstm,
     split_lstm_params,
 )
@@ -155,6 +157,52 @@ def test_generated_lstm_equals_nn_lstm_with_the_same_weights():
     # gradients reach the meta tensor through the fused kernel
     ours.sum().backward()
     assert gen.W.grad is not None and gen.W.grad.abs().sum() > 0
+
+
+def test_placed_weights_share_one_buffer_at_the_layouts_offsets_and_keep_the_lstms_function():
+    # a layout with gaps and the directions swapped, as a fused kernel might want it
+    torch.manual_seed(0)
+    d, H = 4, 3
+    gen = ParameterGenerator(d, H)
+    gen.add_domain("src")
+    theta = gen([("src", NER)])[0]
+    sizes = [w.numel() for w in split_lstm_params(theta.detach(), d, H)]
+    offsets, end = [0] * 8, 0
+    for i in [4, 5, 6, 7, 0, 1, 2, 3]:
+        offsets[i] = end + 4  # 4 elements of padding before each tensor
+        end = offsets[i] + sizes[i]
+    layout = (tuple(offsets), end + 8)
+    placed = place_lstm_params(theta, d, H, layout=layout)
+    plain = split_lstm_params(theta.detach(), d, H)
+    storage = placed[0].untyped_storage()
+    assert storage.nbytes() == (end + 8) * placed[0].element_size()
+    for w, ref, offset in zip(placed, plain, offsets):
+        assert w.untyped_storage().data_ptr() == storage.data_ptr()
+        assert w.storage_offset() == offset and w.shape == ref.shape and w.is_contiguous()
+        assert torch.equal(w.detach(), ref)
+    X = torch.randn(2, 5, d)
+    lengths = torch.tensor([5, 3])
+    ours = run_bilstm(X, lengths, placed, training=False)
+    assert torch.allclose(ours, run_bilstm(X, lengths, plain, training=False), atol=1e-6)
+    ours.sum().backward()  # gradients reach the meta tensor through the buffer
+    assert gen.W.grad is not None and gen.W.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="overlaps"):
+        place_lstm_params(theta, d, H, layout=((0,) * 8, end))
+    with pytest.raises(ValueError, match="needs"):
+        place_lstm_params(theta, d, H, layout=(tuple(offsets), end - 1))
+
+
+def test_on_the_cpu_each_pair_gets_its_own_storage_in_torchs_order():
+    assert fused_lstm_layout(4, 3, "cpu", torch.float32) is None
+    torch.manual_seed(0)
+    gen = ParameterGenerator(4, 3)
+    gen.add_domain("src")
+    theta = gen([("src", NER)])[0]
+    placed = place_lstm_params(theta, 4, 3)
+    assert placed[0].untyped_storage().data_ptr() != theta.untyped_storage().data_ptr()
+    assert [w.storage_offset() for w in placed] == [
+        sum(w.numel() for w in placed[:i]) for i in range(8)
+    ]
 
 
 def test_forward_states_do_not_see_later_tokens():

@@ -10,6 +10,7 @@ gate blocks i, f, g, o) and run by torch's fused LSTM kernel. The weights of all
 needs come from one GEMM; at prediction they are cached until the generating parameters change.
 See ../shared/specs/pgn.md.
 """
+import functools
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -47,6 +48,58 @@ def split_lstm_params(theta: torch.Tensor, n_in: int, hidden: int) -> List[torch
     if offset != theta.shape[0]:
         raise ValueError(f"A BiLSTM of input {n_in} and width {hidden} has {offset} weights, got {theta.shape[0]}")
     return views
+
+
+@functools.lru_cache(maxsize=None)
+def fused_lstm_layout(n_in: int, hidden: int, device: str, dtype: torch.dtype) -> Optional[Tuple[Tuple[int, ...], int]]:
+    """Where the device's fused LSTM kernel (cuDNN) reads a one-layer BiLSTM's eight tensors.
+
+    Read from an ``nn.LSTM`` of the same shape that torch flattened on ``device``: the element
+    offset of each tensor of :func:`split_lstm_params` in the one buffer they share, and the
+    buffer's size. None where torch keeps them apart (CPU, cuDNN off): any layout will do there.
+    """
+    if not device.startswith("cuda"):
+        return None
+    dev = torch.device(device)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    with torch.random.fork_rng(devices=[index]):  # its random init leaves the seeded streams alone
+        lstm = nn.LSTM(n_in, hidden, bidirectional=True, device=dev, dtype=dtype)
+    lstm.flatten_parameters()
+    weights = list(lstm._flat_weights)
+    storage = weights[0].untyped_storage()
+    if len(weights) != 8 or any(w.untyped_storage().data_ptr() != storage.data_ptr() for w in weights):
+        return None
+    return tuple(w.storage_offset() for w in weights), storage.nbytes() // weights[0].element_size()
+
+
+def place_lstm_params(theta: torch.Tensor, n_in: int, hidden: int, layout=None) -> List[torch.Tensor]:
+    """:func:`split_lstm_params` of a copy of ``theta`` in a storage of its own.
+
+    The copy is laid out as ``layout`` (offsets, size) says, or as :func:`fused_lstm_layout`
+    reads it for ``theta``'s device, so that cuDNN uses the weights in place instead of copying
+    them at every call. Differentiable: gradients reach ``theta``.
+    """
+    views = split_lstm_params(theta, n_in, hidden)
+    if layout is None and theta.is_cuda:
+        layout = fused_lstm_layout(n_in, hidden, str(theta.device), theta.dtype)
+    if layout is None:
+        return split_lstm_params(theta.clone(), n_in, hidden)
+    offsets, size = layout
+    pieces: List[torch.Tensor] = []
+    end = 0
+    for offset, view in sorted(zip(offsets, views), key=lambda pair: pair[0]):
+        if offset < end:
+            raise ValueError(f"LSTM weight layout {layout} overlaps at offset {offset}")
+        if offset > end:
+            pieces.append(theta.new_zeros(offset - end))
+        pieces.append(view.reshape(-1))
+        end = offset + view.numel()
+    if size < end:
+        raise ValueError(f"LSTM weight layout {layout} needs {end} elements, has {size}")
+    if size > end:
+        pieces.append(theta.new_zeros(size - end))
+    flat = torch.cat(pieces)
+    return [flat[offset : offset + view.numel()].view(view.shape) for offset, view in zip(offsets, views)]
 
 
 def run_bilstm(X: torch.Tensor, lengths: torch.Tensor, weights: List[torch.Tensor], training: bool) -> torch.Tensor:
@@ -253,8 +306,8 @@ class PGNEmitter(Emitter):
         self.n_generated += len(pairs)
         thetas = self.generator(pairs)  # (k, P)
         gen = self.generator
-        # .clone() gives each pair its own storage at offset 0 (cuDNN's expected layout)
-        return {p: split_lstm_params(thetas[i].clone(), gen.n_in, gen.hidden) for i, p in enumerate(pairs)}
+        # each pair's weights in a storage of their own, where cuDNN reads them without a copy
+        return {p: place_lstm_params(thetas[i], gen.n_in, gen.hidden) for i, p in enumerate(pairs)}
 
     # -- forward ------------------------------------------------------------------------------
 
