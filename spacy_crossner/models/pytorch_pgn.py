@@ -79,11 +79,11 @@ def place_lstm_params(theta: torch.Tensor, n_in: int, hidden: int, layout=None) 
     reads it for ``theta``'s device, so that cuDNN uses the weights in place instead of copying
     them at every call. Differentiable: gradients reach ``theta``.
     """
-    views = split_lstm_params(theta, n_in, hidden)
     if layout is None and theta.is_cuda:
         layout = fused_lstm_layout(n_in, hidden, str(theta.device), theta.dtype)
     if layout is None:
         return split_lstm_params(theta.clone(), n_in, hidden)
+    views = split_lstm_params(theta, n_in, hidden)
     offsets, size = layout
     pieces: List[torch.Tensor] = []
     end = 0
