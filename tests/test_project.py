@@ -242,7 +242,7 @@ commands:
   - name: job-a
     help: a
     script:
-      - &a "python scripts/timed.py job-a 1 -c 'import time; open(\\"times\\", \\"a\\").write(\\"a %f\\\\n\\" % time.time()); time.sleep(1.5); open(\\"a.txt\\", \\"w\\").write(\\"a\\"); open(\\"times\\", \\"a\\").write(\\"a %f\\\\n\\" % time.time())'"
+      - &a "python scripts/timed.py job-a 1 -c 'import time; open(\\"times\\", \\"a\\").write(\\"a %f\\\\n\\" % time.time()); time.sleep(6); open(\\"a.txt\\", \\"w\\").write(\\"a\\"); open(\\"times\\", \\"a\\").write(\\"a %f\\\\n\\" % time.time())'"
     deps: ["project.yml"]
     outputs: ["a.txt"]
   - name: job-b
