@@ -242,7 +242,7 @@ commands:
   - name: job-a
     help: a
     script:
-      - &a "python scripts/timed.py job-a 1 -c 'import time; open(\\"times\\", \\"a\\").write(\\"a %f\\\\n\\" % time.time()); time.sleep(6); open(\\"a.txt\\", \\"w\\").write(\\"a\\"); open(\\"times\\", \\"a\\").write(\\"a %f\\\\n\\" % time.time())'"
+      - &a "python scripts/timed.py job-a 1 scripts/job_a.py"
     deps: ["project.yml"]
     outputs: ["a.txt"]
   - name: job-b
@@ -277,10 +277,25 @@ workflows:
 """
 
 
+# job-a of POOL_PROJECT: it records its start, holds on until the pool has queued job-c (the
+# pool first writes metrics/pool/progress.json in the loop where a line waits), so that job-c
+# waits for a.txt whatever the host's load, then writes a.txt two seconds later and records its end
+JOB_A = """import os, time
+start = time.time()
+open("times", "a").write("a %f\\n" % start)
+while not os.path.exists("metrics/pool/progress.json") and time.time() - start < 60:
+    time.sleep(0.05)
+time.sleep(2)
+open("a.txt", "w").write("a")
+open("times", "a").write("a %f\\n" % time.time())
+"""
+
+
 def _project(tmp_path, text):
     (tmp_path / "scripts").mkdir()
     for name in ("timed.py", "timings.py", "pool.py", "training_log.py"):
         shutil.copy(PROJECT / "scripts" / name, tmp_path / "scripts" / name)
+    (tmp_path / "scripts" / "job_a.py").write_text(JOB_A)
     (tmp_path / "project.yml").write_text(text)
 
 
