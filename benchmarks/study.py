@@ -296,7 +296,10 @@ def make_joint_folder(args, domain: str) -> Path:
     links.update({f"target{i}.spacy": args.corpus / domain / "train.spacy" for i in range(args.target_upsample)})
     for name, target in links.items():
         if not (folder / name).exists():
-            (folder / name).symlink_to(target.resolve())
+            try:
+                (folder / name).symlink_to(target.resolve())
+            except FileExistsError:  # a run sharing the work directory made it meanwhile
+                pass
     return folder
 
 
@@ -589,7 +592,7 @@ def write_spacy_config(method: Method, args) -> Path:
     config = init_config(lang="en", pipeline=["ner"], optimize="accuracy" if trf else "efficiency",
                          gpu=trf, silent=True)
     if method.config == "spacy_ner_cnn":
-        config.to_disk(path, interpolate=False)
+        write_whole(path, config.to_str(interpolate=False))
         return path
     if trf:
         config["paths"]["transformer"] = None
@@ -615,8 +618,16 @@ def write_spacy_config(method: Method, args) -> Path:
                   "# pipeline's ner with the target's labels added); written by benchmarks/study.py\n")
     else:
         raise ValueError(f"{method.name}: no spaCy config recipe for {method.config!r}")
-    path.write_text(header + config.to_str() + "\n", encoding="utf8")
+    write_whole(path, header + config.to_str() + "\n")
     return path
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write a file that runs sharing the work directory may read at any time: to a file of this
+    process first, then renamed over PATH, so a reader sees the whole file or none."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    part.write_text(text, encoding="utf8")
+    os.replace(part, path)
 
 
 def make_sm_ner_base(args, domain: str) -> Dict:

@@ -2,6 +2,7 @@
 AI domain given with --data (the device machine has no ../shared), the JSON it writes, and a
 clear error for a --data folder without the AI files; benchmarks/gpu_study.sh's argument checks."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,29 @@ def test_gpu_study_names_its_arguments_and_a_missing_runs_file(tmp_path):
     proc = subprocess.run(["bash", str(script), "c", "r", str(tmp_path / "res"), "2", "5", str(missing)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and f"RUNS_FILE {missing} does not exist" in proc.stdout
+
+
+def test_gpu_study_runs_share_one_work_folder(tmp_path):
+    # a stand-in python3 records each study.py command: every run gets the same --workdir, so
+    # runs of one seed share its stage-1 model (study.py's lock makes the others wait for it)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text('#!/usr/bin/env bash\necho "$@" >> "$CALLS"\n')
+    fake.chmod(0o755)
+    runs = tmp_path / "runs.txt"
+    runs.write_text("# two runs of one seed\ntrf_finetune music 555\n\ntrf_finetune ai 555\n")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", TMPDIR=str(tmp_path),
+               CALLS=str(tmp_path / "calls.txt"))
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_study.sh"), "C", "R", str(tmp_path / "res"),
+                           "2", "30", str(runs), "--max-steps", "5"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = sorted((tmp_path / "calls.txt").read_text().splitlines())
+    assert len(calls) == 2 and all(c.startswith("benchmarks/study.py run --features minilm --methods trf_finetune")
+                                   for c in calls)
+    assert all(f"--workdir {tmp_path / 'gpu_study'} --gpu-id 0" in c and c.endswith("--max-steps 5") for c in calls)
+    assert ["--domains ai" in c for c in calls] == [True, False]
+    assert proc.stdout.count("exit 0 at") == 2
 
 
 def test_max_score_diff_is_relative_and_strict_about_infinities():

@@ -244,6 +244,37 @@ def test_generated_peer_configs(tmp_path):
     assert config["components"]["ner"] == {"source": "somewhere"}
 
 
+def test_peer_config_is_written_whole_and_kept(tmp_path):
+    # runs sharing a work directory (benchmarks/gpu_study.sh) read the generated config while
+    # another may write it: it is renamed into place whole, and written once
+    args = args_for(tmp_path)
+    path = study.write_spacy_config(study.BY_NAME["spacy_ner_cnn_target"], args)
+    text = path.read_text()
+    assert load_config(path)["nlp"]["pipeline"] == ["tok2vec", "ner"]
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no part file left
+    path.write_text(text + "# kept\n")
+    assert study.write_spacy_config(study.BY_NAME["spacy_ner_cnn_target"], args) == path
+    assert path.read_text().endswith("# kept\n")
+    study.write_whole(path, "[nlp]\n")
+    assert path.read_text() == "[nlp]\n" and len(list(path.parent.iterdir())) == 1
+
+
+def test_joint_folder_tolerates_a_link_made_meanwhile(tmp_path, monkeypatch):
+    for domain in ("conll2003", "ai"):
+        (tmp_path / "corpus" / domain).mkdir(parents=True)
+        (tmp_path / "corpus" / domain / "train.spacy").write_bytes(b"")
+    args = args_for(tmp_path, "--target-upsample", "2")
+    folder = study.make_joint_folder(args, "ai")
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["source.spacy", "target0.spacy", "target1.spacy"]
+    # another run made the links between this run's check and its symlink call
+    monkeypatch.setattr(study.Path, "exists", lambda self: False)
+    assert study.make_joint_folder(args, "ai") == folder
+    monkeypatch.undo()
+    assert sorted(p.name for p in folder.iterdir()) == names
+    assert (folder / "target1.spacy").resolve() == (tmp_path / "corpus" / "ai" / "train.spacy").resolve()
+
+
 def test_sm_ner_base_adds_the_target_labels(tmp_path):
     sm = spacy.blank("en")
     sm.add_pipe("ner").add_label("PERSON")
