@@ -503,3 +503,19 @@ def test_a_gpu_run_records_its_device_and_the_gpu_flag_of_its_command(tmp_path, 
     args.gpu_id = -1
     record = study.execute(run, args)
     assert record["device"] == "cpu" and "--gpu-id" not in record["command"]
+
+
+def test_gpu_runs_name_their_card_in_the_report(tmp_path):
+    results = tmp_path / "study"
+    results.mkdir()
+    h200 = "NVIDIA H200 (GPU 0), x86_64, 16 cores"
+    h100 = "NVIDIA H100 80GB HBM3 (GPU 0), x86_64, 16 cores"
+    fake(results, "trf_target", "ai", 555, "minilm", 50.0)
+    fake(results, "trf_target", "ai", 666, "minilm", 51.0, device="gpu0", machine=h200)
+    fake(results, "trf_target", "music", 555, "minilm", 60.0, device="gpu0", machine=h100)
+    fake(results, "trf_target", "music", 666, "minilm", 61.0, device="gpu0", machine="GPU (name unknown) (GPU 0), x86_64")
+    assert study.main(["report", "--results", str(results)]) == 0
+    text = (tmp_path / "study.md").read_text()
+    assert ("| cpu: ai (555); gpu0: music (666); gpu0 (H100 80GB HBM3): music (555); "
+            "gpu0 (H200): ai (666) |") in text
+    assert "device(s): cpu, gpu0, gpu0 (H100 80GB HBM3), gpu0 (H200)." in (tmp_path / "study_summary.md").read_text()
