@@ -750,6 +750,9 @@ def work_dir(run: Dict, args) -> Path:
     return args.workdir / run_id(run)
 
 
+UNKNOWN_GPU = "GPU (name unknown)"
+
+
 def machine_name(gpu_id: int) -> str:
     """The CPU and, for a GPU run, the GPU's name (nvidia-smi; no CUDA context in this process)."""
     cpu = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
@@ -758,9 +761,9 @@ def machine_name(gpu_id: int) -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(gpu_id)],
                              capture_output=True, text=True, timeout=30)
-        gpu = out.stdout.strip() or "GPU (name unknown)"
+        gpu = out.stdout.strip() or UNKNOWN_GPU
     except (OSError, subprocess.SubprocessError):
-        gpu = "GPU (name unknown)"
+        gpu = UNKNOWN_GPU
     return f"{gpu} (GPU {gpu_id}), {cpu}"
 
 
@@ -1237,18 +1240,19 @@ def device_label(run: Dict) -> str:
         return device
     card = machine.split(" (GPU ", 1)[0].strip()
     card = card[len("NVIDIA "):] if card.startswith("NVIDIA ") else card
-    return f"{device} ({card})" if card and "name unknown" not in card else device
+    return f"{device} ({card})" if card and card != UNKNOWN_GPU else device
 
 
 def where_run(runs: List[Dict]) -> str:
     """The devices of a method's runs; with more than one, which runs ran on each (e.g.
     "cpu: ai (555, 666); gpu0 (H200): ai (777), music (777)")."""
-    devices = sorted({device_label(r) for r in runs})
+    labels = [device_label(r) for r in runs]
+    devices = sorted(set(labels))
     if len(devices) == 1:
         return devices[0]
     parts = []
     for device in devices:
-        mine = [r for r in runs if device_label(r) == device]
+        mine = [r for r, label in zip(runs, labels) if label == device]
         parts.append(f"{device}: {domains_and_seeds(mine, ', ')}")
     return "; ".join(parts)
 
