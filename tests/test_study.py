@@ -105,6 +105,21 @@ def run_args(tmp_path, name, features, *argv, domain="ai", seed=555):
     return args, method, study.train_args(method, args, domain, seed, features, out)
 
 
+@pytest.mark.parametrize("name,features", [("trf_source", "minilm"), ("pgn_uda", "wordchar")])
+def test_stopping_settings_given_on_the_command_line_win_over_the_protocol(tmp_path, name, features):
+    _, _, targs = run_args(tmp_path, name, features, "--max-steps", "5000", "--eval-frequency", "50",
+                           "--patience", "250")
+    overrides = overrides_of(targs)
+    assert (overrides["training.max_steps"], overrides["training.eval_frequency"],
+            overrides["training.patience"]) == (5000, 50, 250)
+    # one given, the others from the protocol
+    _, _, targs = run_args(tmp_path, name, features, "--patience", "800")
+    overrides = overrides_of(targs)
+    assert overrides["training.patience"] == 800
+    assert overrides["training.eval_frequency"] == (100 if features == "minilm" else 200)
+    assert overrides["training.max_steps"] == (30000 if name == "pgn_uda" else 20000)
+
+
 def check_overrides_exist(config: Path, overrides: dict):
     """Every override names a setting the config has (spaCy would silently add a new one), but
     vars.source_domain, which the study passes to every config of ours."""
@@ -125,9 +140,15 @@ def test_train_args_of_our_configs_name_existing_settings(tmp_path, name, featur
     assert Path(targs[0]) == study.config_path(method, args, features)
     overrides = overrides_of(targs)
     check_overrides_exist(Path(targs[0]), overrides)
-    assert overrides["system.seed"] == 555 and overrides["training.max_steps"] == 20000
+    # the study's protocol: MiniLM runs evaluate every 100 steps with patience 400, the others
+    # every 200 with 1,600; PGN UDA may run to 30,000 steps, the others to 20,000
+    assert overrides["system.seed"] == 555
+    assert overrides["training.max_steps"] == (30000 if name == "pgn_uda" else 20000)
     assert ("training.patience" in overrides) == method.early_stopping
     assert ("training.eval_frequency" in overrides) == method.early_stopping
+    if method.early_stopping:
+        expected = (100, 400) if features == "minilm" else (200, 1600)
+        assert (overrides["training.eval_frequency"], overrides["training.patience"]) == expected
     if method.kind in ("target", "joint", "finetune", "dapt", "uda"):
         assert overrides["vars.target_domain"] == "ai"
     if method.kind in ("target", "joint", "finetune", "dapt"):
@@ -499,6 +520,8 @@ def test_a_gpu_run_records_its_device_and_the_gpu_flag_of_its_command(tmp_path, 
     monkeypatch.setattr(study, "machine_name", lambda gpu_id: f"a GPU {gpu_id}")
     record = study.execute(run, args)
     assert record["device"] == "gpu0" and record["machine"] == "a GPU 0"
+    # the JSON names the stopping settings the run had (MiniLM's protocol: every 100, patience 400)
+    assert (record["max_steps"], record["eval_frequency"], record["patience"]) == (20000, 100, 400)
     assert record["command"] == "python -m spacy train configs/trf_target.cfg --output x --gpu-id 0"
     args.gpu_id = -1
     record = study.execute(run, args)
