@@ -572,15 +572,33 @@ def timed(cmd: List[str], env, log: Path) -> Tuple[subprocess.CompletedProcess, 
     return subprocess.CompletedProcess(cmd, returncode, output, ""), wall, cpu
 
 
+def trained_alike(meta_path: Path, targs: List[str]) -> Dict:
+    """The record of a model trained before, reused only if it was trained with the same
+    ``spacy train`` arguments: another stopping rule, seed or corpus is another model under the
+    same folder name (e.g. a stage-1 model of an earlier protocol)."""
+    meta = json.loads(meta_path.read_text())
+
+    def settings(a):  # the config by name: the checkout may have moved
+        return {"config": Path(a[0]).name, **dict(zip(a[1::2], a[2::2]))}
+
+    was, now = settings(meta["targs"]), settings(targs)
+    if was != now:
+        changed = [f"{k} {was.get(k, '(unset)')} then, {now.get(k, '(unset)')} now"
+                   for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+        raise SystemExit(f"{meta_path.parent}: trained before with other settings ({'; '.join(changed)}); "
+                         "run with the settings it had, or remove that folder to train it again")
+    return meta
+
+
 def train(method: Method, args, domain: str, seed: int, features: str, work: Path, env) -> Dict:
     """Train once (a model trained on the source only is shared by every target domain)."""
     meta_path = work / "train_meta.json"
+    targs = train_args(method, args, domain, seed, features, work)
     if meta_path.exists():
-        return json.loads(meta_path.read_text())
+        return trained_alike(meta_path, targs)
     with work_lock(work):
         if meta_path.exists():  # trained by another process while this one waited
-            return json.loads(meta_path.read_text())
-        targs = train_args(method, args, domain, seed, features, work)
+            return trained_alike(meta_path, targs)
         cmd = [sys.executable, "-m", "spacy", "train", *targs, "--gpu-id", str(args.gpu_id)]
         load = os.getloadavg()
         log = work.parent / f"{work.name}.log"

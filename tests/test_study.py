@@ -542,3 +542,21 @@ def test_gpu_runs_name_their_card_in_the_report(tmp_path):
     assert ("| cpu: ai (555); gpu0: music (666); gpu0 (H100 80GB HBM3): music (555); "
             "gpu0 (H200): ai (666) |") in text
     assert "device(s): cpu, gpu0, gpu0 (H100 80GB HBM3), gpu0 (H200)." in (tmp_path / "study_summary.md").read_text()
+
+
+def test_a_model_trained_before_is_reused_only_with_the_same_settings(tmp_path):
+    args, method, targs = run_args(tmp_path, "trf_source", "minilm")
+    work = tmp_path / "work" / "out"
+    work.mkdir(parents=True)
+    # trained by an earlier invocation (another checkout: the config path differs, its name not)
+    before = ["/elsewhere/configs/trf_pretrain.cfg", *targs[1:]]
+    meta = {"targs": before, "dev_f": 91.0, "step": 1600, "last": 2000, "wall": 1.0, "cpu": 1.0, "load": [0, 0, 0]}
+    (work / "train_meta.json").write_text(json.dumps(meta))
+    assert study.train(method, args, "ai", 555, "minilm", work, {}) == meta
+    # the same folder under another stopping rule is another model: a clear stop, nothing trained
+    args.patience = 1600
+    with pytest.raises(SystemExit) as stop:
+        study.train(method, args, "ai", 555, "minilm", work, {})
+    assert str(work) in str(stop.value)
+    assert "--training.patience 400 then, 1600 now" in str(stop.value)
+    assert "config" not in str(stop.value).split("(", 1)[1]
