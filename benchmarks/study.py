@@ -1103,6 +1103,35 @@ def strongest_peer(each: Dict[str, Tuple[float, int]]) -> Tuple[float, str]:
     return each[peer][0], peer
 
 
+def stopping_used(result: Dict) -> str:
+    """The stopping rule a run trained under, from its ``spacy train`` overrides (what the command
+    really had; results written before eval_frequency was recorded have it only there)."""
+    given = dict(zip(result.get("overrides", [])[::2], result.get("overrides", [])[1::2]))
+    steps = given.get("--training.max_steps", result.get("max_steps"))
+    every = given.get("--training.eval_frequency", result.get("eval_frequency"))
+    patience = given.get("--training.patience", result.get("patience"))
+    if every is None and patience is None:
+        return f"at most {steps} steps, the config's own evaluation and stopping rule"
+    if every is None and (ROOT / result.get("config", "")).is_file():
+        from spacy.util import load_config
+
+        every = f"{load_config(ROOT / result['config'], interpolate=False)['training']['eval_frequency']} (the config's)"
+    return f"at most {steps} steps, evaluated every {every} with patience {patience}"
+
+
+def stopping_lines(results: List[Dict]) -> List[str]:
+    """One line per stopping rule of the report's runs: how many, and which methods/features."""
+    rules: Dict[str, List[Dict]] = {}
+    for r in results:
+        rules.setdefault(stopping_used(r), []).append(r)
+    lines = ["Stopping rules (each run's `spacy train` overrides):", ""]
+    for rule, runs in sorted(rules.items(), key=lambda kv: -len(kv[1])):
+        kinds = sorted({f"{r['method']} ({r['features']})" for r in runs})
+        what = ", ".join(kinds) if len(kinds) <= 6 else f"{len(kinds)} method/features pairs"
+        lines.append(f"- {rule}: {len(runs)} run{'s' if len(runs) != 1 else ''}, {what}")
+    return lines + [""]
+
+
 def cmd_report(args) -> int:
     results = load_results(args.results)
     if not results:
@@ -1127,6 +1156,7 @@ def cmd_report(args) -> int:
         lines += [f"{n} of these runs were trained by benchmarks/pretrained_inputs.py (the same training: "
                   "config, data, seed, early stopping) and taken in by `python benchmarks/study.py adopt`; "
                   f"each JSON names its run in `adopted_from` ({', '.join(f'`{a}`' for a in adopted)}).", ""]
+    lines += stopping_lines(results)
     present = sorted({r["features"] for r in results}, key=lambda f: list(FEATURES).index(f) if f in FEATURES else 99)
     lines += ["Features: " + "; ".join(f"`{f}` = {FEATURES.get(f, '?')}" for f in present) + ".", ""]
     lines += ["| row | method | features | " + " | ".join(domains) + " | mean over domains |",

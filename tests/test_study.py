@@ -560,3 +560,22 @@ def test_a_model_trained_before_is_reused_only_with_the_same_settings(tmp_path):
     assert str(work) in str(stop.value)
     assert "--training.patience 400 then, 1600 now" in str(stop.value)
     assert "config" not in str(stop.value).split("(", 1)[1]
+
+
+def test_the_report_names_the_stopping_rule_each_run_had():
+    minilm = {"method": "trf_target", "features": "minilm", "max_steps": 20000, "overrides": [
+        "--output", "x", "--training.max_steps", "20000", "--training.eval_frequency", "100",
+        "--training.patience", "400"]}
+    # written before eval_frequency was recorded and without it in its overrides (adopted): the config's
+    adopted = {"method": "bilstm_target", "features": "wordchar", "max_steps": 20000, "patience": 1600,
+               "config": "configs/bilstm_target.cfg", "overrides": ["--output", "y"]}
+    own_rule = {"method": "label_aware_source", "features": "minilm", "max_steps": 20000, "patience": None,
+                "overrides": ["--output", "z", "--training.max_steps", "20000"]}
+    assert study.stopping_used(minilm) == "at most 20000 steps, evaluated every 100 with patience 400"
+    assert study.stopping_used(adopted) == "at most 20000 steps, evaluated every 200 (the config's) with patience 1600"
+    assert study.stopping_used(own_rule) == "at most 20000 steps, the config's own evaluation and stopping rule"
+    lines = study.stopping_lines([minilm, dict(minilm, method="trf_joint"), adopted])
+    # the larger group first
+    assert lines[2:4] == [
+        "- at most 20000 steps, evaluated every 100 with patience 400: 2 runs, trf_joint (minilm), trf_target (minilm)",
+        "- at most 20000 steps, evaluated every 200 (the config's) with patience 1600: 1 run, bilstm_target (wordchar)"]
