@@ -67,6 +67,7 @@ the README) and study_f1.png (a heatmap of test F1 per method and domain).
 import argparse
 import contextlib
 import datetime
+import functools
 import importlib.util
 import json
 import os
@@ -572,6 +573,11 @@ def timed(cmd: List[str], env, log: Path) -> Tuple[subprocess.CompletedProcess, 
     return subprocess.CompletedProcess(cmd, returncode, output, ""), wall, cpu
 
 
+def flag_values(words: List[str]) -> Dict[str, str]:
+    """``--section.key value`` pairs of spacy train arguments (after the config) as a dict."""
+    return dict(zip(words[::2], words[1::2]))
+
+
 def trained_alike(meta_path: Path, targs: List[str]) -> Dict:
     """The record of a model trained before, reused only if it was trained with the same
     ``spacy train`` arguments: another stopping rule, seed or corpus is another model under the
@@ -579,7 +585,7 @@ def trained_alike(meta_path: Path, targs: List[str]) -> Dict:
     meta = json.loads(meta_path.read_text())
 
     def settings(a):  # the config by name: the checkout may have moved
-        return {"config": Path(a[0]).name, **dict(zip(a[1::2], a[2::2]))}
+        return {"config": Path(a[0]).name, **flag_values(a[1:])}
 
     was, now = settings(meta["targs"]), settings(targs)
     if was != now:
@@ -957,6 +963,12 @@ def adopted(record: Dict, source: Path, args, log: Optional[Path]) -> Tuple[Opti
     }, ""
 
 
+@functools.lru_cache(maxsize=None)
+def config_eval_frequency(method: str, features: str) -> int:
+    """The eval_frequency a study method's config has (read once per report)."""
+    return load_config_defaults(BY_NAME[method], features)["eval_frequency"]
+
+
 def load_config_defaults(method: Method, features: str) -> Dict[str, int]:
     from spacy.util import load_config
 
@@ -1106,16 +1118,14 @@ def strongest_peer(each: Dict[str, Tuple[float, int]]) -> Tuple[float, str]:
 def stopping_used(result: Dict) -> str:
     """The stopping rule a run trained under, from its ``spacy train`` overrides (what the command
     really had; results written before eval_frequency was recorded have it only there)."""
-    given = dict(zip(result.get("overrides", [])[::2], result.get("overrides", [])[1::2]))
+    given = flag_values(result.get("overrides", []))
     steps = given.get("--training.max_steps", result.get("max_steps"))
     every = given.get("--training.eval_frequency", result.get("eval_frequency"))
     patience = given.get("--training.patience", result.get("patience"))
     if every is None and patience is None:
         return f"at most {steps} steps, the config's own evaluation and stopping rule"
-    if every is None and (ROOT / result.get("config", "")).is_file():
-        from spacy.util import load_config
-
-        every = f"{load_config(ROOT / result['config'], interpolate=False)['training']['eval_frequency']} (the config's)"
+    if every is None and result.get("method") in BY_NAME:
+        every = f"{config_eval_frequency(result['method'], result['features'])} (the config's)"
     return f"at most {steps} steps, evaluated every {every} with patience {patience}"
 
 
