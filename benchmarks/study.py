@@ -49,7 +49,8 @@ Stopping (``--max-steps``, ``--eval-frequency``, ``--patience``; 0 = the study's
 100 with patience 400; a setting given on the command line holds for every run of the invocation.
 
 Each JSON has: row, method, baseline_of, domain, seed, features, test {p, r, f} (x100), dev_f,
-best_step, max_steps, eval_frequency, patience, wall_s, cpu_s, device, config, overrides, command, machine, load, date;
+best_step, max_steps, eval_frequency, patience, wall_s, cpu_s, device, config, overrides, command, machine, load, date,
+trained (when the model was trained: a shared model may be older than the evaluation's date);
 source-only models also test_source_types (scored on the source's types, what the zero-shot rows
 are compared on); fine-tuned models stage1 (the shared model they start from); DAPT rows dapt
 (settings, corpus size, masked-LM loss before/after, time); the sm rows sm_pipeline.
@@ -596,6 +597,10 @@ def trained_alike(meta_path: Path, targs: List[str]) -> Dict:
     return meta
 
 
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def train(method: Method, args, domain: str, seed: int, features: str, work: Path, env) -> Dict:
     """Train once (a model trained on the source only is shared by every target domain)."""
     meta_path = work / "train_meta.json"
@@ -613,7 +618,7 @@ def train(method: Method, args, domain: str, seed: int, features: str, work: Pat
             raise RuntimeError(f"{work.name}: spacy train failed, {exit_reason(proc.returncode)} (log: {log})")
         dev_f, step, last = best_step(proc.stdout + proc.stderr)
         meta = {"targs": targs, "dev_f": dev_f, "step": step, "last": last, "wall": wall, "cpu": cpu,
-                "load": list(load)}
+                "load": list(load), "date": utc_now()}
         meta_path.write_text(json.dumps(meta), encoding="utf8")
     return meta
 
@@ -774,7 +779,7 @@ def prepare(run: Dict, args, env) -> Dict:
                            "source_dev_f": round(meta["dev_f"], 2) if meta["dev_f"] is not None else None,
                            "best_step": meta["step"], "last_step": meta["last"],
                            "wall_s": round(meta["wall"], 1), "cpu_s": round(meta["cpu"], 1),
-                           "config": f"configs/{first.config}.cfg", "overrides": meta["targs"][1:]}
+                           "trained": meta.get("date"), "config": f"configs/{first.config}.cfg", "overrides": meta["targs"][1:]}
     if method.kind == "dapt":
         if not dapt_dir(args, domain, method.masking).joinpath("dapt_summary.json").exists():
             print(f"[study] DAPT ({method.masking}) on {args.raw}/{domain}.txt ...", flush=True)
@@ -855,7 +860,11 @@ def execute(run: Dict, args) -> Dict:
                                                       *(["--gpu-id", str(args.gpu_id)] if args.gpu_id >= 0 else [])]),
         "machine": machine_name(args.gpu_id),
         "load": [round(x, 2) for x in load_before],
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": utc_now(),
+        # when the model was trained: a shared model (source-only, stage 1) may be older than
+        # this evaluation, and its wall_s, cpu_s and load are that training's (None: trained
+        # before this was recorded)
+        "trained": meta.get("date"),
         **extra,
     }
 

@@ -520,6 +520,10 @@ def test_a_gpu_run_records_its_device_and_the_gpu_flag_of_its_command(tmp_path, 
     monkeypatch.setattr(study, "machine_name", lambda gpu_id: f"a GPU {gpu_id}")
     record = study.execute(run, args)
     assert record["device"] == "gpu0" and record["machine"] == "a GPU 0"
+    # a model trained before its training date was recorded says so; then the date it was trained
+    assert record["trained"] is None
+    meta["date"] = "2026-11-20 10:00 UTC"
+    assert study.execute(run, args)["trained"] == "2026-11-20 10:00 UTC"
     # the JSON names the stopping settings the run had (MiniLM's protocol: every 100, patience 400)
     assert (record["max_steps"], record["eval_frequency"], record["patience"]) == (20000, 100, 400)
     assert record["command"] == "python -m spacy train configs/trf_target.cfg --output x --gpu-id 0"
@@ -544,7 +548,7 @@ def test_gpu_runs_name_their_card_in_the_report(tmp_path):
     assert "device(s): cpu, gpu0, gpu0 (H100 80GB HBM3), gpu0 (H200)." in (tmp_path / "study_summary.md").read_text()
 
 
-def test_a_model_trained_before_is_reused_only_with_the_same_settings(tmp_path):
+def test_a_model_trained_before_is_reused_only_with_the_same_settings(tmp_path, monkeypatch):
     args, method, targs = run_args(tmp_path, "trf_source", "minilm")
     work = tmp_path / "work" / "out"
     work.mkdir(parents=True)
@@ -560,6 +564,17 @@ def test_a_model_trained_before_is_reused_only_with_the_same_settings(tmp_path):
     assert str(work) in str(stop.value)
     assert "--training.patience 400 then, 1600 now" in str(stop.value)
     assert "config" not in str(stop.value).split("(", 1)[1]
+    # trained now: the record says when (what a later evaluation of the shared model reports)
+    (work / "train_meta.json").unlink()
+
+    class Trained:
+        returncode, stdout, stderr = 0, "0 200 1.0 2.0 40.00 0.40\n0 400 0.5 1.0 45.00 0.45\n", ""
+
+    monkeypatch.setattr(study, "timed", lambda cmd, env, log: (Trained(), 3.0, 2.0))
+    monkeypatch.setattr(study, "utc_now", lambda: "2026-11-26 23:00 UTC")
+    meta = study.train(method, args, "ai", 555, "minilm", work, {})
+    assert (meta["step"], meta["last"], meta["date"]) == (400, 400, "2026-11-26 23:00 UTC")
+    assert json.loads((work / "train_meta.json").read_text())["date"] == "2026-11-26 23:00 UTC"
 
 
 def test_the_report_names_the_stopping_rule_each_run_had():
