@@ -16,9 +16,7 @@
 CPU-sized by default (a few thousand steps, CoNLL subsampled per pass): not the paper's settings.
 """
 import argparse
-import datetime
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -65,7 +63,7 @@ from spacy_crossner.domains import get_domain, set_domain  # noqa: E402
 from spacy_crossner.evaluate import evaluate  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 
 CONFIGS = ROOT / "configs"
 
@@ -126,7 +124,6 @@ def build(kind: str):
 def measure_speed(corpus: Path, repeats: int, seed: int):
     import random
 
-    train_docs, test_docs = None, None
     pipes = {}
     for kind in ("crossner", "ner"):
         spacy.util.fix_random_seed(seed)
@@ -248,7 +245,7 @@ def write_report(args, speed, sizes, runs, total):
         f"- Machine: {os.cpu_count()} CPU cores (`nproc` {len(os.sched_getaffinity(0))}), "
         f"{cpu_model()}, no GPU; torch {torch.__version__}, spaCy {spacy.__version__}, "
         f"torch/OpenMP threads {args.threads or 'default'}; other jobs shared the machine.",
-        f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; "
+        f"- Date: {utc_now()}; "
         f"total run time {total / 60:.1f} min.",
         f"- Data: CrossNER at 2e7ba2a (`{args.data}`), converted with `python -m spacy_crossner convert`.",
         "",

@@ -32,7 +32,6 @@ The work directory (default ``benchmarks/dapt_work``, git-ignored) is reused: a 
 exists is skipped unless ``--fresh``.
 """
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -48,6 +47,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "crossner"
 CONFIG = ROOT / "configs" / "trf_target.cfg"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/study.py
 from study import best_step as training_table  # noqa: E402  (spaCy's training table: best step)
+from machine import utc_now  # noqa: E402
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
 ARMS = ("none", "span", "token")
@@ -163,7 +163,7 @@ def main(argv=None) -> None:
     if args.learn_rate is not None and args.learn_rate < 0:
         args.learn_rate = None
     load_start = loadavg()
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    started = utc_now()
     work = args.workdir.resolve()
     if args.fresh and work.exists():
         shutil.rmtree(work)

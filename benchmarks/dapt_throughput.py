@@ -13,7 +13,6 @@ process, so two processes see twice the tokens per step. Results go to
 ``benchmarks/results/dapt_throughput.md``.
 """
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -25,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "dapt_throughput.md"
@@ -112,7 +111,7 @@ def main() -> None:
     lines = [
         "# DAPT throughput: bundled MiniLM, one process vs two",
         "",
-        f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Date: {utc_now()}",
         f"- Machine: {nproc} CPU(s) (`nproc`), {cpu_model()}, no GPU; Python {platform.python_version()}, "
         f"torch {torch.__version__}, transformers {transformers.__version__}",
         f"- Benchmark command: `python benchmarks/dapt_throughput.py --steps {opts.steps} --max-length "

@@ -26,8 +26,6 @@ ratios against the peers measured in the same run are meaningful):
 Results go to ``benchmarks/results/label_aware.md``.
 """
 import argparse
-import datetime
-import platform
 import random
 import statistics
 import sys
@@ -49,7 +47,7 @@ from spacy_crossner.models.pytorch_label_aware import LabelAwareEmitter
 from spacy_crossner.decoding import bio_tags
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "label_aware.md"
@@ -259,7 +257,7 @@ def write_report(args, transformer, cost, speed, f1, total) -> None:
         "# LabelAwareTagger.v1 vs TransformerTagger.v1 (linear, CRF)",
         "",
         f"- Command: `python {' '.join(sys.argv)}` (from the repository root)",
-        f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; total run {total / 60:.1f} min",
+        f"- Date: {utc_now()}; total run {total / 60:.1f} min",
         f"- Machine: {cpu_model()}, nproc = {__import__('os').cpu_count()}, shared with other jobs; "
         "torch.set_num_threads(1); CPU only",
         f"- Transformer: `{transformer}` (spacy-transformers, strided spans 128/96, reduce_first pooling), "

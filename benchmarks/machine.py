@@ -1,4 +1,5 @@
 """What the benchmark scripts record about the machine they ran on."""
+import datetime
 import platform
 from pathlib import Path
 
@@ -12,3 +13,8 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def utc_now() -> str:
+    """Now, in UTC, as the benchmark reports write dates: ``2026-11-27 02:10 UTC``."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

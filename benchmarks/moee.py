@@ -23,7 +23,6 @@ a ``.spacy`` corpus of a target domain, scored on the types the model can predic
 listing the target's types it cannot predict instead of failing.
 """
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -33,10 +32,10 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "moee.md"
@@ -314,7 +313,7 @@ def write_report(args, models, configs, train_words, train_time, infer, n_infer_
         module = nlp.get_pipe("crossner").model.get_ref("emitter").shims[0]._model
         n_params[name] = sum(p.numel() for p in module.parameters())
     command = "python benchmarks/moee.py " + " ".join(sys.argv[1:])
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = utc_now()
     lines = [
         "# MoEE (MTL + mixture of entity experts) vs BiLSTMCRF: throughput and zero-shot F1",
         "",

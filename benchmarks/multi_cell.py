@@ -24,10 +24,8 @@ Usage (from the repository root)::
 torch runs on one thread (``torch.set_num_threads(1)``) for stable timings on a shared machine.
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -35,10 +33,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -261,7 +259,7 @@ def write_report(output: Path, args, tput: Dict, f1: Dict, started: str, minutes
         f"--eval-frequency {args.eval_frequency} --seed {args.seed}`",
         f"- Machine: {os.cpu_count()} CPUs (nproc), {cpu_model()}, shared with other jobs; torch on 1 thread "
         f"(`torch.set_num_threads(1)`, OMP/MKL_NUM_THREADS=1 for the training runs).",
-        f"- Date: {started} (UTC); git {commit}; whole run {minutes:.1f} min.",
+        f"- Date: {started}; git {commit}; whole run {minutes:.1f} min.",
         "- CPU-sized settings, NOT the paper's: no pretrained word vectors (WordCharEmbed's hashed "
         "embeddings; the paper fine-tunes GloVe), Adam 0.001 and spaCy's batcher (16 sentences, "
         "domains mixed in a batch) instead of SGD with alternating single-domain batches of 10, "
@@ -332,7 +330,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    started = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")
+    started = utc_now()
     t0 = time.time()
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="multi_cell_bench_"))
     work.mkdir(parents=True, exist_ok=True)

@@ -15,13 +15,11 @@ Runs single-threaded (torch.set_num_threads(1)): the machine is small and shared
 that matter are the ratios between models measured in the same run.
 """
 import argparse
-import io
 import os
 import platform
 import random
 import subprocess
 import time
-from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Dict, List
 

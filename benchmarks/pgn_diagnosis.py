@@ -28,7 +28,6 @@ benchmarks/results/pgn_diagnosis_runs.md from them. torch on one thread.
 """
 import argparse
 import contextlib
-import datetime
 import io
 import json
 import os
@@ -42,7 +41,7 @@ from typing import Dict, List, Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 
 VARIANTS = {
     "bilstm_joint": ("bilstm_joint.cfg", {}),
@@ -186,7 +185,7 @@ def run_variant(args, variant: str, seed: int) -> Path:
         "command": "python benchmarks/pgn_diagnosis.py " + " ".join(sys.argv[1:]),
         "machine": f"{os.cpu_count()} CPU cores, {cpu_model()}, {platform.platform()}",
         "load_5min": round(os.getloadavg()[1], 2),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": utc_now(),
     }
     args.results.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf8")

@@ -25,7 +25,6 @@ names); the papers used 100-d (Liu et al. 2021, CrossNER, BiLSTM-CRF) and 300-d 
 al. 2019/2020, PGN and multi-cell), so the GloVe rows are a lower bound of what vectors give.
 """
 import argparse
-import datetime
 import importlib.util
 import json
 import os
@@ -44,7 +43,7 @@ from typing import Dict, List, Tuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's spacy_crossner (the runs also start in ROOT)
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 from study import best_step as training_table  # noqa: E402  (spaCy's training table: best step)
 
 CONFIGS = ROOT / "configs"
@@ -257,7 +256,7 @@ def one_run(args, model: str, inputs: str, seed: int, paths, sm: str, env) -> Pa
         "test": {k: scores["sentence"][k] for k in ("ents_p", "ents_r", "ents_f")},
         "test_compat": {k: scores["crossner-compat"][k] for k in ("ents_p", "ents_r", "ents_f")},
         "test_per_type": scores["sentence"].get("ents_per_type"),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": utc_now(),
         "machine": f"{os.cpu_count()} CPU cores, {cpu_model()}, {platform.platform()}",
     }
     results.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,6 @@ and spaCy ``ner`` on the bundled MiniLM (``spacy_ner_minilm``). Transformer rows
 torch runs on one thread (OMP_NUM_THREADS=1 and ``torch.set_num_threads(1)``).
 """
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -45,7 +44,7 @@ from typing import Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's spacy_crossner
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
@@ -319,7 +318,7 @@ def write_report(args, rows: List[Dict], total: float, load: str) -> None:
         f"spaCy {spacy.__version__}, Python {platform.python_version()}; torch/OpenMP threads 1; "
         f"load average at start / end: {load} (the benchmark's own processes count in it); read the "
         "ratios (measured side by side, interleaved), not the absolute words/s.",
-        f"- Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; total {total / 60:.1f} min; "
+        f"- Date: {utc_now()}; total {total / 60:.1f} min; "
         f"{args.rounds_done} of {args.rounds} interleaved round(s), medians; raw rows in `benchmarks/results/speed.json`.",
         f"- Docs: {args.train_docs} training / {args.infer_docs} test sentences per set "
         f"({args.trf_train_docs} / {args.trf_infer_docs} for the transformer rows), batches of 16 "

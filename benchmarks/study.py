@@ -67,7 +67,6 @@ the README) and study_f1.png (a heatmap of test F1 per method and domain).
 """
 import argparse
 import contextlib
-import datetime
 import functools
 import importlib.util
 import json
@@ -89,6 +88,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "study"
 SOURCE_TYPES = "person,organisation,location,misc"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
+from machine import utc_now  # noqa: E402  (study.utc_now: the tests patch it)
 
 FEATURES = {
     "wordchar": "WordCharEmbed: hashed words + character CNN, no pretrained input",
@@ -595,10 +597,6 @@ def trained_alike(meta_path: Path, targs: List[str]) -> Dict:
         raise SystemExit(f"{meta_path.parent}: trained before with other settings ({'; '.join(changed)}); "
                          "run with the settings it had, or remove that folder to train it again")
     return meta
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def train(method: Method, args, domain: str, seed: int, features: str, work: Path, env) -> Dict:

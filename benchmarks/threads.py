@@ -10,7 +10,6 @@ fresh process without OMP_NUM_THREADS, so only the pipeline's setting differs. R
 (null, 1, null, 1, ...) so a change of machine load hits both.
 """
 import argparse
-import datetime
 import os
 import re
 import statistics
@@ -22,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, utc_now  # noqa: E402
 
 LOAD = ("import time; t = time.perf_counter(); import spacy; nlp = spacy.load(r'{}'); "
         "print(time.perf_counter() - t)")
@@ -106,7 +105,7 @@ def main() -> None:
     import spacy
     import torch
 
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = utc_now()
     med = {n: statistics.median(v) for n, v in words.items()}
     lines = [
         "# torch threads: `spacy_crossner.torch_threads.v1` on a BiLSTM-CRF pipeline", "",

@@ -577,6 +577,16 @@ def test_a_model_trained_before_is_reused_only_with_the_same_settings(tmp_path, 
     assert json.loads((work / "train_meta.json").read_text())["date"] == "2026-11-26 23:00 UTC"
 
 
+def test_dates_are_written_in_utc_the_way_every_benchmark_report_writes_them():
+    import datetime
+
+    before = datetime.datetime.now(datetime.timezone.utc).replace(second=0, microsecond=0)
+    written = study.utc_now()  # benchmarks/machine.py's, shared by the benchmark scripts
+    after = datetime.datetime.now(datetime.timezone.utc)
+    parsed = datetime.datetime.strptime(written, "%Y-%m-%d %H:%M UTC").replace(tzinfo=datetime.timezone.utc)
+    assert before <= parsed <= after
+
+
 def test_the_report_names_the_stopping_rule_each_run_had():
     minilm = {"method": "trf_target", "features": "minilm", "max_steps": 20000, "overrides": [
         "--output", "x", "--training.max_steps", "20000", "--training.eval_frequency", "100",
