@@ -71,7 +71,6 @@ import functools
 import importlib.util
 import json
 import os
-import platform
 import resource
 import shlex
 import shutil
@@ -90,7 +89,7 @@ DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "study"
 SOURCE_TYPES = "person,organisation,location,misc"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
-from machine import utc_now  # noqa: E402  (study.utc_now: the tests patch it)
+from machine import cpu_model, utc_now  # noqa: E402  (study.utc_now: the tests patch it)
 
 FEATURES = {
     "wordchar": "WordCharEmbed: hashed words + character CNN, no pretrained input",
@@ -805,8 +804,9 @@ UNKNOWN_GPU = "GPU (name unknown)"
 
 
 def machine_name(gpu_id: int) -> str:
-    """The CPU and, for a GPU run, the GPU's name (nvidia-smi; no CUDA context in this process)."""
-    cpu = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    """The CPU's model and core count and, for a GPU run, the GPU's name (nvidia-smi; no CUDA
+    context in this process). The model tells runs on hosts of different speed apart."""
+    cpu = f"{cpu_model()}, {os.cpu_count()} cores"
     if gpu_id < 0:
         return cpu
     try:

@@ -492,6 +492,8 @@ def test_a_failed_training_says_how_it_ended():
 
 def test_machine_name_names_the_gpu_of_a_gpu_run(monkeypatch):
     assert "cores" in study.machine_name(-1) and "GPU" not in study.machine_name(-1)
+    monkeypatch.setattr(study, "cpu_model", lambda: "AMD EPYC")
+    assert study.machine_name(-1).startswith("AMD EPYC, ")
 
     class Done:
         stdout = "NVIDIA H200\n"
