@@ -3,14 +3,12 @@ keys of `spacy evaluate --output` (issue 12)."""
 import json
 
 import pytest
-import spacy
 from spacy.cli.evaluate import evaluate as spacy_evaluate
-from spacy.tokens import Doc, DocBin, Span
 from typer.testing import CliRunner
 
-from spacy_crossner import set_domain
 from spacy_crossner.cli import app
 from spacy_crossner.evaluate import EvaluationError, evaluate
+from util import ruler_pipeline_and_data
 
 SENTENCES = [
     ("Turing met Hinton in London".split(), [(0, 1, "PER"), (2, 3, "PER"), (4, 5, "LOC")]),
@@ -21,24 +19,13 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def ruler_and_per_data(tmp_path_factory):
     """A pipeline predicting person/location/organisation and gold data saying PER/LOC/ORG."""
-    tmp = tmp_path_factory.mktemp("eval_map")
-    nlp = spacy.blank("en")
-    ruler = nlp.add_pipe("entity_ruler")
-    ruler.add_patterns([
+    patterns = [
         {"label": "person", "pattern": "Turing"},
         {"label": "person", "pattern": "Hinton"},
         {"label": "location", "pattern": "London"},
         {"label": "organisation", "pattern": "Google"},
-    ])
-    nlp.to_disk(tmp / "model")
-    db = DocBin(store_user_data=True)
-    for words, ents in SENTENCES:
-        doc = Doc(nlp.vocab, words=words)
-        doc.ents = [Span(doc, s, e, label=l) for s, e, l in ents]
-        set_domain(doc, "news")
-        db.add(doc)
-    db.to_disk(tmp / "test.spacy")
-    return tmp / "model", tmp / "test.spacy"
+    ]
+    return ruler_pipeline_and_data(tmp_path_factory.mktemp("eval_map"), patterns, SENTENCES, "news")
 
 
 def test_label_map_renames_gold_labels(ruler_and_per_data, tmp_path):

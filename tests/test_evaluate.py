@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from spacy_crossner import set_domain
 from spacy_crossner.cli import app
 from spacy_crossner.evaluate import EvaluationError, doc_tags, evaluate, score_tags
+from util import ruler_pipeline_and_data
 
 
 def test_sentence_mode_known_prf():
@@ -87,23 +88,12 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def model_and_data(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("eval")
-    nlp = spacy.blank("en")
-    ruler = nlp.add_pipe("entity_ruler")
-    ruler.add_patterns([
+    patterns = [
         {"label": "researcher", "pattern": "Turing"},   # also fires on "Turing machine"
         {"label": "organisation", "pattern": "Google"},
         {"label": "person", "pattern": "Hinton"},       # wrong type
-    ])
-    nlp.to_disk(tmp / "model")
-    db = DocBin(store_user_data=True)
-    for words, ents in SENTENCES:
-        doc = Doc(nlp.vocab, words=words)
-        doc.ents = [Span(doc, s, e, label=l) for s, e, l in ents]
-        set_domain(doc, "ai")
-        db.add(doc)
-    db.to_disk(tmp / "test.spacy")
-    return tmp / "model", tmp / "test.spacy"
+    ]
+    return ruler_pipeline_and_data(tmp_path_factory.mktemp("eval"), patterns, SENTENCES, "ai")
 
 
 def test_evaluate_pipeline(model_and_data, tmp_path):

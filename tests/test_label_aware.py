@@ -17,7 +17,8 @@ from spacy_crossner.decoding import (
 )
 from spacy_crossner.models.base import get_emitter
 from spacy_crossner.models.pytorch_label_aware import INVENTORY_KEY, LabelAwareEmitter
-from util import AI, NEWS, blank_with, gold_ents, make_examples, predicted_ents, train, train_more
+from util import (AI, NEWS, blank_with, gold_ents, make_examples, minilm_pipeline, predicted_ents, train,
+                  train_more)
 
 NEWS_TAGS = bio_tags(["location", "organisation", "person"])
 AI_TAGS = bio_tags(["algorithm", "organisation", "person", "product"])
@@ -435,40 +436,8 @@ def test_domain_aliases_predict_with_the_aliased_domains_labels():
 
 
 def make_minilm_nlp():
-    nlp = spacy.blank("en")
-    nlp.add_pipe(
-        "transformer",
-        config={
-            "model": {
-                "@architectures": "spacy-transformers.TransformerModel.v3",
-                "name": {"@misc": "spacy_crossner.transformer_name.v1", "name": None},
-                "tokenizer_config": {"use_fast": True},
-                "get_spans": {
-                    "@span_getters": "spacy-transformers.strided_spans.v1",
-                    "window": 128,
-                    "stride": 96,
-                },
-            }
-        },
-    )
-    nlp.add_pipe(
-        "crossner",
-        config={
-            "target_domain": "ai",
-            "model": {
-                "@architectures": "spacy_crossner.LabelAwareTagger.v1",
-                "label_width": 32,
-                "hidden_width": 32,
-                "tok2vec": {
-                    "@architectures": "spacy-transformers.TransformerListener.v1",
-                    "grad_factor": 1.0,
-                    "pooling": {"@layers": "reduce_first.v1"},
-                    "upstream": "*",
-                },
-            },
-        },
-    )
-    return nlp
+    return minilm_pipeline({"@architectures": "spacy_crossner.LabelAwareTagger.v1", "label_width": 32,
+                            "hidden_width": 32})
 
 
 def test_bundled_minilm_learns_and_roundtrips(tmp_path):

@@ -4,44 +4,12 @@ import spacy
 from thinc.api import Adam, fix_random_seed
 
 from spacy_crossner.misc import bundled_transformer, transformer_name
-from util import AI, NEWS, gold_ents, make_examples, predicted_ents, train_more
+from util import AI, NEWS, gold_ents, make_examples, minilm_pipeline, predicted_ents, train_more
 
 
 def make_nlp(use_crf: bool):
-    nlp = spacy.blank("en")
-    nlp.add_pipe(
-        "transformer",
-        config={
-            "model": {
-                "@architectures": "spacy-transformers.TransformerModel.v3",
-                "name": {"@misc": "spacy_crossner.transformer_name.v1", "name": None},
-                "tokenizer_config": {"use_fast": True},
-                "get_spans": {
-                    "@span_getters": "spacy-transformers.strided_spans.v1",
-                    "window": 128,
-                    "stride": 96,
-                },
-            }
-        },
-    )
-    nlp.add_pipe(
-        "crossner",
-        config={
-            "target_domain": "ai",
-            "model": {
-                "@architectures": "spacy_crossner.TransformerTagger.v1",
-                "use_crf": use_crf,
-                "dropout": 0.0,
-                "tok2vec": {
-                    "@architectures": "spacy-transformers.TransformerListener.v1",
-                    "grad_factor": 1.0,
-                    "pooling": {"@layers": "reduce_first.v1"},
-                    "upstream": "*",
-                },
-            },
-        },
-    )
-    return nlp
+    return minilm_pipeline({"@architectures": "spacy_crossner.TransformerTagger.v1", "use_crf": use_crf,
+                            "dropout": 0.0})
 
 
 def test_transformer_name_defaults_to_bundled_minilm():

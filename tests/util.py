@@ -129,3 +129,49 @@ def make_tok2vec_pipeline(path, width: int = TINY_TOK2VEC_WIDTH):
     nlp.initialize()
     nlp.to_disk(path)
     return path
+
+
+# The bundled MiniLM as a shared transformer, as `spacy init config -p ner --gpu` sets it up.
+MINILM_TRANSFORMER = {
+    "model": {
+        "@architectures": "spacy-transformers.TransformerModel.v3",
+        "name": {"@misc": "spacy_crossner.transformer_name.v1", "name": None},
+        "tokenizer_config": {"use_fast": True},
+        "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 128, "stride": 96},
+    }
+}
+MINILM_LISTENER = {
+    "@architectures": "spacy-transformers.TransformerListener.v1",
+    "grad_factor": 1.0,
+    "pooling": {"@layers": "reduce_first.v1"},
+    "upstream": "*",
+}
+
+
+def minilm_pipeline(model: dict, target_domain: str = "ai") -> Language:
+    """A blank English pipeline: the bundled MiniLM transformer, then a crossner whose model is
+    ``model`` (an architecture's settings, without tok2vec) listening to it."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("transformer", config=MINILM_TRANSFORMER)
+    nlp.add_pipe("crossner", config={"target_domain": target_domain,
+                                     "model": {**model, "tok2vec": MINILM_LISTENER}})
+    return nlp
+
+
+def ruler_pipeline_and_data(folder, patterns: list, sentences: Sequence[Tuple[List[str], list]],
+                            domain: str):
+    """An entity-ruler pipeline saved in ``folder/model`` and gold docs of ``domain`` in
+    ``folder/test.spacy`` (sentences: (words, [(start, end, label)])); returns the two paths."""
+    from spacy.tokens import DocBin
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("entity_ruler").add_patterns(patterns)
+    nlp.to_disk(folder / "model")
+    db = DocBin(store_user_data=True)
+    for words, ents in sentences:
+        doc = Doc(nlp.vocab, words=words)
+        doc.ents = [Span(doc, s, e, label=label) for s, e, label in ents]
+        set_domain(doc, domain)
+        db.add(doc)
+    db.to_disk(folder / "test.spacy")
+    return folder / "model", folder / "test.spacy"
