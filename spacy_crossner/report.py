@@ -4,7 +4,9 @@
 
 Writes ``report.md`` (overall P/R/F1 per run with each run's notes, F1 per type x run),
 ``f1_per_type.png`` (a heatmap of runs x types with the values printed) and ``report.json``
-(every P/R/F1, the notes, the gold counts: what scripts and other documents read).
+(every P/R/F1, the notes, the gold counts: what scripts and other documents read). The heatmap
+needs matplotlib, an optional extra (``pip install "spacy_crossner[report]"``): without it the
+report is the markdown and the JSON, and asking for the plot is a clear error.
 
 Each input is a metrics JSON written by ``python -m spacy_crossner evaluate`` or
 ``spacy evaluate`` (keys ``ents_p/r/f`` and ``ents_per_type``, fractions in 0..1), or a trained
@@ -215,15 +217,30 @@ def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_na
     return "\n".join(lines) + "\n"
 
 
+MATPLOTLIB_MISSING = ('the F1 heatmap needs matplotlib, which is not installed: pip install '
+                      '"spacy_crossner[report]" (or leave the plot out: --no-plot)')
+
+
+def can_plot() -> bool:
+    """Whether matplotlib is installed (the optional ``report`` extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def plot_f1(runs: Sequence[Run], path: Union[str, Path], *, title: Optional[str] = None) -> Path:
     """Write a PNG heatmap of F1 for each run (row) and entity type (column), values printed.
 
     A type the run cannot predict is a hatched "×" cell, a type it has no score for an empty
-    grey one; an F1 of 0 is left blank (its colour says it).
+    grey one; an F1 of 0 is left blank (its colour says it). Raises ReportError when matplotlib
+    is not installed.
     """
     import textwrap
 
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise ReportError(MATPLOTLIB_MISSING) from err
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -294,17 +311,24 @@ def report(
     metrics: Sequence[Union[str, Path]],
     output_dir: Union[str, Path],
     title: Optional[str] = None,
-    plot: bool = True,
+    plot: Optional[bool] = None,
 ) -> Dict[str, Any]:
     """Write ``report.md``, ``report.json`` (and ``f1_per_type.png``) comparing the given runs.
 
     metrics (Sequence[Union[str, Path]]): metrics JSON files, each ``PATH`` or ``NAME=PATH``.
     output_dir (Union[str, Path]): folder for the report (created).
     title (Optional[str]): heading of the report and the plot.
-    plot (bool): also write the PNG.
+    plot (Optional[bool]): also write the PNG; True without matplotlib is a ReportError, None
+        plots where matplotlib is installed.
     RETURNS (Dict[str, Any]): ``markdown``, ``json`` (Path), ``plot`` (Path or None), ``runs``
-        (List[Run]).
+        (List[Run]), ``plot_skipped`` (a note when None left the plot out, else None).
     """
+    skipped = None
+    if plot is None:
+        plot = can_plot()
+        skipped = None if plot else MATPLOTLIB_MISSING.split(" (or")[0]
+    elif plot and not can_plot():
+        raise ReportError(MATPLOTLIB_MISSING)
     runs = load_runs(metrics)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -315,4 +339,4 @@ def report(
     )
     json_path = output_dir / JSON_NAME
     srsly.write_json(json_path, report_json(runs, title=title))
-    return {"markdown": md_path, "json": json_path, "plot": plot_path, "runs": runs}
+    return {"markdown": md_path, "json": json_path, "plot": plot_path, "runs": runs, "plot_skipped": skipped}

@@ -147,3 +147,24 @@ def test_cli(files, tmp_path):
     assert (tmp_path / "rep" / "report.md").exists() and (tmp_path / "rep" / "f1_per_type.png").exists()
     res = runner.invoke(app, ["report", str(tmp_path / "missing.json")])
     assert res.exit_code == 1 and "not found" in res.output and "Traceback" not in res.output
+
+
+def test_without_matplotlib_the_report_is_markdown_and_json(files, tmp_path, monkeypatch):
+    """matplotlib is an optional extra: without it the default report leaves the heatmap out and
+    says why, and asking for it (--plot) is one clear error naming the extra."""
+    import sys
+
+    a, b = files
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    monkeypatch.setattr("spacy_crossner.report.can_plot", lambda: False)
+    result = report(metrics=[a, b], output_dir=tmp_path / "r")
+    assert result["plot"] is None and not (tmp_path / "r" / "f1_per_type.png").exists()
+    assert "spacy_crossner[report]" in result["plot_skipped"]
+    assert (tmp_path / "r" / "report.json").exists() and "![" not in result["markdown"].read_text()
+    with pytest.raises(ReportError, match=r"spacy_crossner\[report\]"):
+        report(metrics=[a], output_dir=tmp_path / "r2", plot=True)
+    runner = CliRunner()
+    res = runner.invoke(app, ["report", str(a), "--output", str(tmp_path / "r3")])
+    assert res.exit_code == 0 and "No heatmap" in res.output, res.output
+    res = runner.invoke(app, ["report", str(a), "--plot", "--output", str(tmp_path / "r4")])
+    assert res.exit_code == 1 and "spacy_crossner[report]" in res.output and "Traceback" not in res.output

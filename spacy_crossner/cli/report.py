@@ -18,7 +18,10 @@ def report_cli(
         Path("reports"), "--output", "-o", help="Folder for report.md, report.json and f1_per_type.png."
     ),
     title: Optional[str] = typer.Option(None, "--title", "-t", help="Heading of the report."),
-    plot: bool = typer.Option(True, "--plot/--no-plot", help="Also write the PNG plot."),
+    plot: Optional[bool] = typer.Option(
+        None, "--plot/--no-plot", help="Also write the PNG heatmap (needs matplotlib: pip install "
+        "\"spacy_crossner[report]\"); default: where matplotlib is installed."
+    ),
 ) -> None:
     """Compare runs: report.md (scores and notes per run, F1 per type x run), a heatmap PNG of
     F1 per run and type, and report.json (P/R/F1 per type)."""
@@ -26,6 +29,8 @@ def report_cli(
         result = report(metrics=metrics, output_dir=output_dir, title=title, plot=plot)
     except (ReportError, OSError) as err:
         fail(str(err))
+    if result["plot_skipped"]:
+        typer.secho(f"No heatmap: {result['plot_skipped']}", fg=typer.colors.YELLOW)
     for run in result["runs"]:
         p, r, f = run.overall
         typer.echo(f"{run.name:<30} P {format_percent(p):>6}  R {format_percent(r):>6}  F1 {format_percent(f):>6}")
