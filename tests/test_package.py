@@ -4,7 +4,8 @@ Runs ``project/scripts/package.py`` (the project's ``package`` step) on a tiny B
 wheels of spacy_crossner and of the pipeline (``spacy package --build wheel``), then a new
 virtual environment outside the checkout: the dependencies from the package index, the two wheels
 only with ``pip install --no-index --find-links``, and ``spacy.load("en_crossner_tiny")`` there
-must predict what the pipeline predicts here. About two minutes (most of it pip).
+must predict what the pipeline predicts here, without matplotlib or dask installed there or
+imported by loading in either run (the library's light install). About two minutes (most of it pip).
 """
 import subprocess
 import sys
@@ -34,6 +35,8 @@ def test_pipeline_package_installs_and_predicts_the_same(tmp_path):
     )
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     assert "Checked: spacy.load('en_crossner_tiny') in a fresh environment predicts the same" in res.stdout
+    # `pip install` of the wheels brings no plotting or cluster package, and loading needs none
+    assert "Checked: none of matplotlib, dask, distributed is installed there or imported" in res.stdout
     wheel = tmp_path / "packages" / "en_crossner_tiny-0.0.1" / "dist" / "en_crossner_tiny-0.0.1-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as z:
         meta = z.read("en_crossner_tiny-0.0.1.dist-info/METADATA").decode()

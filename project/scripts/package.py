@@ -14,7 +14,9 @@
    wheels come only from OUT_DIR (``pip install --no-index --find-links``): nothing is installed
    from, or imported from, this checkout (the check asserts where spacy_crossner was imported
    from). ``spacy.load("en_NAME")`` there must predict the same entities on the texts as the
-   pipeline loaded from MODEL_DIR here. A fresh environment rather than one sharing this one's
+   pipeline loaded from MODEL_DIR here, with the optional extras' packages (matplotlib, dask)
+   neither installed there nor imported by the load and prediction in either run (here they are
+   installed: ``sys.modules`` says whether anything imported them). A fresh environment rather than one sharing this one's
    site-packages: this one has spacy_crossner installed (editable), which would hide a missing
    requirement.
 """
@@ -29,16 +31,22 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# packages of the optional extras (report, distributed, project): a packaged pipeline must load
+# and predict without them
+OPTIONAL = ("matplotlib", "dask", "distributed")
 PREDICT = r"""
-import json, sys
+import importlib.util, json, sys
+OPTIONAL = %r
+installed = [name for name in OPTIONAL if importlib.util.find_spec(name) is not None]
 import spacy
 import spacy_crossner
 texts = json.load(open(sys.argv[2], encoding="utf8"))
 nlp = spacy.load(sys.argv[1])
-out = {"spacy_crossner": spacy_crossner.__file__,
-       "ents": [[[e.start_char, e.end_char, e.label_] for e in doc.ents] for doc in nlp.pipe(texts)]}
+ents = [[[e.start_char, e.end_char, e.label_] for e in doc.ents] for doc in nlp.pipe(texts)]
+imported = [name for name in OPTIONAL if name in sys.modules]
+out = {"spacy_crossner": spacy_crossner.__file__, "installed": installed, "imported": imported, "ents": ents}
 json.dump(out, open(sys.argv[3], "w", encoding="utf8"))
-"""
+""" % (OPTIONAL,)
 
 
 def run(cmd, quiet: bool = False, **kwargs) -> None:
@@ -146,6 +154,12 @@ def check_in_fresh_venv(model: Path, wheel_dirs: list, name: str, texts_path: Pa
         b = json.loads(there.read_text(encoding="utf8"))
         if not Path(b["spacy_crossner"]).resolve().is_relative_to(env_dir.resolve()):
             sys.exit(f"The fresh environment imported spacy_crossner from {b['spacy_crossner']}")
+        if b["installed"]:
+            sys.exit(f"The fresh environment has {', '.join(b['installed'])} installed: a requirement "
+                     "of spacy_crossner pulls in what only its extras should")
+        if a["imported"] or b["imported"]:
+            sys.exit(f"spacy.load and prediction imported {', '.join(sorted(set(a['imported'] + b['imported'])))}: "
+                     "a packaged pipeline must load without the optional extras")
         if a["ents"] != b["ents"]:
             bad = next(i for i, (x, y) in enumerate(zip(a["ents"], b["ents"])) if x != y)
             sys.exit(f"The installed package predicts other entities: text {bad} ({texts[bad]!r}): "
@@ -153,6 +167,8 @@ def check_in_fresh_venv(model: Path, wheel_dirs: list, name: str, texts_path: Pa
         n = sum(len(e) for e in a["ents"])
         print(f"Checked: spacy.load('{full}') in a fresh environment predicts the same {n} "
               f"entities on {len(texts)} texts as {model}", flush=True)
+        print(f"Checked: none of {', '.join(OPTIONAL)} is installed there or imported by the load "
+              "and prediction", flush=True)
 
 
 def main() -> None:
