@@ -124,7 +124,7 @@ def test_get_data_copies_and_verifies(tmp_path):
 
 
 def pool_members(config, step):
-    """The commands whose lines the pool command ``step`` runs (its timed lines' STEP), in order."""
+    """The commands whose lines the runner of command ``step`` runs (its timed lines' STEP), in order."""
     lines = {c["name"]: c for c in config["commands"]}[step]["script"]
     return [line.split()[2].partition(":")[0] for line in lines[1:-1]]
 
@@ -136,11 +136,12 @@ def test_every_step_of_all_is_timed(config):
         if step == "timings":
             continue
         script = commands[step]["script"]
-        if script[0].startswith("python scripts/pool.py"):
-            # a pool: start, timed lines (of this command or of a single-method command whose one
-            # line it is, shared through a YAML anchor), wait
-            assert script[0] == f"python scripts/pool.py start {step} --jobs {config['vars']['cpu_jobs']}"
-            assert script[-1] == f"python scripts/pool.py wait {step}"
+        if script[0].startswith("python scripts/runner.py"):
+            # the runner: open, timed lines (of this command or of a single-method command whose
+            # one line it is, shared through a YAML anchor), run on the Dask cluster
+            assert script[0] == f"python scripts/runner.py open {step}"
+            assert script[-1] == (f"python scripts/runner.py run {step} --workers {config['vars']['cpu_jobs']} "
+                                  f"--scheduler \"{config['vars']['scheduler']}\"")
             for line, member in zip(script[1:-1], pool_members(config, step)):
                 assert line.startswith("python scripts/timed.py "), (step, line)
                 assert member == step or commands[member]["script"] == [line], (step, line)
@@ -163,7 +164,7 @@ def test_pool_commands_are_honest(config):
     makes (weasel checks deps before the command runs); a job comes after the jobs it needs."""
     raw = {c["name"]: c for c in srsly.read_yaml(PROJECT / "project.yml")["commands"]}
     sys.path.insert(0, str(PROJECT / "scripts"))
-    from pool import overlaps
+    from runner import overlaps
 
     members = pool_members(config, "train")
     assert len(members) == len(set(members)) == 15
@@ -237,7 +238,7 @@ def test_timed_steps_and_the_total_of_a_workflow(tmp_path):
 
 
 POOL_PROJECT = """
-title: pool test
+title: runner test
 commands:
   - name: job-a
     help: a
@@ -260,12 +261,12 @@ commands:
   - name: three
     help: the three jobs, two at a time
     script:
-      - "python scripts/pool.py start three --jobs 2"
+      - "python scripts/runner.py open three"
       - *a
       - *b
       - *c
       - "python scripts/timed.py three:last 0 -c 'print(\\"the last line\\")'"
-      - "python scripts/pool.py wait three"
+      - "python scripts/runner.py run three --workers 2"
     deps: ["project.yml"]
     outputs: ["a.txt", "logs/b.log", "c.txt"]
   - name: timings
@@ -277,15 +278,16 @@ workflows:
 """
 
 
-# job-a of POOL_PROJECT: it records its start, holds on until the pool has queued job-c (the
-# pool first writes metrics/pool/progress.json in the loop where a line waits), so that job-c
-# waits for a.txt whatever the host's load, then writes a.txt two seconds later and records its end
+# job-a of POOL_PROJECT: it records its start, holds on until job-b has started (so the two
+# overlap whatever the host's load), then writes a.txt and records its end; with A_FAILS it fails
 JOB_A = """import os, time
 start = time.time()
 open("times", "a").write("a %f\\n" % start)
-while not os.path.exists("metrics/pool/progress.json") and time.time() - start < 60:
+while "b " not in open("times").read() and time.time() - start < 60:
     time.sleep(0.05)
-time.sleep(2)
+time.sleep(0.5)
+if os.path.exists("A_FAILS"):
+    raise SystemExit(3)
 open("a.txt", "w").write("a")
 open("times", "a").write("a %f\\n" % time.time())
 """
@@ -293,28 +295,33 @@ open("times", "a").write("a %f\\n" % time.time())
 
 def _project(tmp_path, text):
     (tmp_path / "scripts").mkdir()
-    for name in ("timed.py", "timings.py", "pool.py", "training_log.py"):
+    for name in ("timed.py", "timings.py", "runner.py", "training_log.py"):
         shutil.copy(PROJECT / "scripts" / name, tmp_path / "scripts" / name)
     (tmp_path / "scripts" / "job_a.py").write_text(JOB_A)
     (tmp_path / "project.yml").write_text(text)
 
 
-def test_pool_runs_two_jobs_at_a_time_and_times_each(tmp_path):
-    _project(tmp_path, POOL_PROJECT)
-    env = dict(os.environ, CROSSNER_POOL_POLL="0.2")
-    res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "all", str(tmp_path)],
-                         capture_output=True, text=True, env=env, timeout=120)
-    out = res.stdout
-    assert res.returncode == 0, out + res.stderr
+def _times(tmp_path):
     times = {}
     for line in (tmp_path / "times").read_text().split("\n"):
         if line:
             job, t = line.split()
             times.setdefault(job, []).append(float(t))
-    # a and b ran at the same time; c (which needs a.txt) started after a ended
+    return times
+
+
+def test_runner_runs_two_jobs_at_a_time_on_a_local_dask_cluster_and_times_each(tmp_path):
+    _project(tmp_path, POOL_PROJECT)
+    env = dict(os.environ, CROSSNER_RUNNER_POLL="0.2")
+    res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "all", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    out = res.stdout
+    assert res.returncode == 0, out + res.stderr
+    times = _times(tmp_path)
+    # a and b ran at the same time (two workers); c (which needs a.txt) started after a ended
     assert times["b"][0] < times["a"][1] and times["a"][0] < times["b"][1]
     assert times["c"][0] >= times["a"][1]
-    assert "job-c waits (needs the outputs of job-a)" in out
+    assert "[runner three] queued job-c" in out and "a local Dask cluster of 2 worker process(es)" in out
     assert (tmp_path / "c.txt").read_text() == "a"
     # b's output went to its log (with the command and the time), not to the terminal
     log = (tmp_path / "logs" / "b.log").read_text().splitlines()
@@ -322,53 +329,79 @@ def test_pool_runs_two_jobs_at_a_time_and_times_each(tmp_path):
     assert "\nb done\n" not in out
     for job in ("job-a", "job-b", "job-c", "three:last"):
         assert re.search(rf"\[time\] {job}: \d+ s \(in parallel, step three\)", out), job
-    assert "the last line (output: metrics/pool/03-three-last.log)" in out
-    assert re.search(r"\[time\] three: [2-9] s \(4 jobs, up to 2 at a time\)", out)
+    assert "the last line (output: metrics/runner/03-three-last.log)" in out
+    assert re.search(r"\[time\] three: \d+ s \(4 jobs, 2 at a time\)", out)
     # the step counts with its wall time, the jobs are listed under it with their own
     data = json.loads((tmp_path / "reports" / "timings.json").read_text())
     (step,) = data["steps"]
     assert step["step"] == "three" and 1.5 < step["seconds"] < data["total_seconds"] + 0.1
     assert [j["step"] for j in step["jobs"]] == ["job-a", "job-b", "job-c", "three (last)"]
-    assert sum(j["seconds"] for j in step["jobs"]) > step["seconds"] - 1.5  # they overlapped
     table = (tmp_path / "reports" / "timings.md").read_text()
     assert "| &nbsp;&nbsp;↳ job-b (in parallel) |" in table
     assert "| **total (1 of 1 steps ran)** |" in table
-    # a line of the pool run alone is an ordinary foreground line
+    # the step succeeded: no marks are left, so spaCy's next rerun of it runs every job
+    assert not list((tmp_path / "metrics" / "runner" / "done" / "three").glob("*.json"))
+    # a line of the runner's step run alone is an ordinary foreground line
     res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "job-b", str(tmp_path), "--force"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert res.returncode == 0 and "b done" in res.stdout and "[time] job-b: " in res.stdout
     assert "in parallel" not in res.stdout
 
 
-def test_pool_failure_stops_new_jobs_and_fails_the_step(tmp_path):
-    # b fails at once, while a still runs and c waits for a
-    text = POOL_PROJECT.replace('time.sleep(1.5); print(\\"b done\\")', "raise SystemExit(3)")
-    assert text != POOL_PROJECT
-    _project(tmp_path, text)
-    env = dict(os.environ, CROSSNER_POOL_POLL="0.2")
+def test_a_failed_job_is_named_the_others_kept_and_a_rerun_skips_finished_ones(tmp_path):
+    _project(tmp_path, POOL_PROJECT)
+    (tmp_path / "A_FAILS").write_text("")
+    env = dict(os.environ, CROSSNER_RUNNER_POLL="0.2")
     res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "three", str(tmp_path)],
-                         capture_output=True, text=True, env=env, timeout=120)
+                         capture_output=True, text=True, env=env, timeout=300)
     out = res.stdout + res.stderr
     assert res.returncode != 0
-    assert "[time] job-b: failed after" in out and "the end of logs/b.log" in out
-    assert "job-b failed (exit code 3); its log: logs/b.log" in out
-    assert not (tmp_path / "c.txt").exists()  # no job started after the failure
-    # the next run opens a new pool
-    text = POOL_PROJECT
-    (tmp_path / "project.yml").write_text(text)
+    assert "FAILED: job-a failed (exit code 3); its log: metrics/runner/00-job-a.log" in out
+    assert "the end of metrics/runner/00-job-a.log" in out
+    # b and the last line ran to the end; c, which needs a's output, was not run
+    assert (tmp_path / "logs" / "b.log").read_text().splitlines()[-1].startswith("[time] job-b: ")
+    assert "NOT RUN: job-c not run: needs job-a, which did not succeed" in out
+    assert not (tmp_path / "c.txt").exists()
+    assert "[runner three] failed: job-a failed" in out
+    # the rerun skips b and the last line (done), runs a and then c
+    (tmp_path / "A_FAILS").unlink()
+    (tmp_path / "times").unlink()
     res = subprocess.run([sys.executable, "-m", "spacy", "project", "run", "three", str(tmp_path)],
-                         capture_output=True, text=True, env=env, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
+                         capture_output=True, text=True, env=env, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "job-b: done before (skipped; its log: logs/b.log)" in out
+    assert "three:last: done before" in out
+    assert set(_times(tmp_path)) == {"a", "c"} and (tmp_path / "c.txt").read_text() == "a"
 
 
-def test_pool_wait_without_start_names_the_fix(tmp_path):
+def test_run_jobs_directly_keeps_going_and_names_the_failure(tmp_path):
+    """The runner's Python API, as the study uses it: plain command lines on a local cluster."""
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    from runner import Job, run_jobs
+
+    ok = [sys.executable, "-c", "print('fine')"]
+    jobs = [Job("one", ok, "one.log", cwd=str(tmp_path)),
+            Job("bad", [sys.executable, "-c", "import sys; print('broken'); sys.exit(4)"], "bad.log", cwd=str(tmp_path)),
+            Job("after-bad", ok, "after.log", cwd=str(tmp_path), needs=["bad"]),
+            Job("two", ok, "two.log", cwd=str(tmp_path), needs=["one"])]
+    said = []
+    results = run_jobs(jobs, workers=2, done_dir=tmp_path / "done", say=said.append)
+    assert [r.status for r in results] == ["ok", "failed", "not run", "ok"]
+    assert results[1].why == "exit code 4" and "broken" in (tmp_path / "bad.log").read_text()
+    assert any(s.startswith("FAILED: bad failed (exit code 4); its log: bad.log") for s in said)
+    assert "fine" in (tmp_path / "two.log").read_text()
+    again = run_jobs(jobs[:2], workers=1, done_dir=tmp_path / "done", say=said.append)
+    assert [r.status for r in again] == ["done before", "failed"]
+    with pytest.raises(ValueError, match="not jobs listed before it"):
+        run_jobs([Job("x", ok, "x.log", needs=["y"])], workers=1)
+
+
+def test_runner_run_without_open_names_the_fix(tmp_path):
     _project(tmp_path, POOL_PROJECT)
-    res = subprocess.run([sys.executable, "scripts/pool.py", "wait", "three"], cwd=tmp_path,
+    res = subprocess.run([sys.executable, "scripts/runner.py", "run", "three"], cwd=tmp_path,
                          capture_output=True, text=True)
-    assert res.returncode == 1 and "python scripts/pool.py start three --jobs N" in res.stderr
-    res = subprocess.run([sys.executable, "scripts/pool.py", "start", "three", "--jobs", "0"], cwd=tmp_path,
-                         capture_output=True, text=True)
-    assert res.returncode == 1 and "cpu_jobs" in res.stderr
+    assert res.returncode == 1 and "python scripts/runner.py open three" in res.stderr
 
 
 # spaCy's training table as `spacy train` prints it (ANSI colours and all), through scripts/timed.py --log

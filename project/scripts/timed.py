@@ -21,8 +21,11 @@ command's lines in what is printed and in the timings.
   ``spacy project run`` process that ran it. When the step's last line ends (the number of lines
   is read from project.yml), the step's total is printed; ``scripts/timings.py`` (the last step
   of ``all``) prints every step of the run and the total.
-- Inside a job pool (``scripts/pool.py start`` earlier in the same command), the line becomes a
-  background job of the pool: it waits for a free slot, starts, and returns at once.
+- Between ``scripts/runner.py open STEP`` and ``scripts/runner.py run STEP`` of the same
+  ``spacy project run``, the line is queued (written to ``metrics/runner/queue.json``) and runs
+  later as a job of the runner, which starts this script in job mode (CROSSNER_RUNNER_JOB set):
+  the output goes only to the log, and the time is recorded as a job of STEP. This script knows
+  the queue only as a file: it imports nothing of the runner.
 """
 import json
 import os
@@ -35,7 +38,9 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 LOG = PROJECT_DIR / "metrics" / "timings.jsonl"
 RUN_ENV = "CROSSNER_RUN_ID"
-JOB_ENV = "CROSSNER_POOL_JOB"
+JOB_ENV = "CROSSNER_RUNNER_JOB"  # {"step": ..., "index": ...} of a runner's job
+RUNNER_DIR = PROJECT_DIR / "metrics" / "runner"
+QUEUE = RUNNER_DIR / "queue.json"
 USAGE = ("usage: python scripts/timed.py STEP N [--log FILE] [--skip-if-missing PATH] PYTHON_ARGS...  "
          "(N torch threads; 0 leaves the thread settings alone)")
 
@@ -54,7 +59,7 @@ def format_seconds(seconds: float) -> str:
 
 def run_id() -> str:
     """The ``spacy project run`` process that started this line (pid and start time: pids recur).
-    A pool's background job is told it in CROSSNER_RUN_ID (its parent has gone by then)."""
+    A runner's job is told it in CROSSNER_RUN_ID (it runs in a Dask worker)."""
     if os.environ.get(RUN_ENV):
         return os.environ[RUN_ENV]
     parent = os.getppid()
@@ -151,18 +156,14 @@ def record(name: str, seconds: float, args: list, **extra) -> dict:
     return data
 
 
-def run_pool_job(step: str, threads: str, log: str, args: list, job_file: Path) -> None:
-    """A pool's background job: run the line into its log, then leave its status and time."""
+def run_job(step: str, threads: str, log: str, args: list, job: dict) -> int:
+    """A runner's job: run the line into its log, record its time as a job of the runner's step,
+    say what it did; the exit code is the line's."""
     code, seconds = run(step, threads, args, log, echo=False)
-    done = {"rc": code, "seconds": round(seconds, 2), "ended": time.time()}
-    job_file.with_suffix(".done").write_text(json.dumps(done), encoding="utf8")
-    job = json.loads(job_file.read_text(encoding="utf8"))
     if code != 0:
-        tail = Path(log).read_text(encoding="utf8", errors="replace").splitlines()[-25:]
-        print("\n".join([f"[time] {step}: failed after {format_seconds(seconds)}; the end of {log}:"]
-                        + ["    " + line for line in tail]), flush=True)
-        return
-    record(step, seconds, args, pool=pool_step(), job=job["index"])
+        print(f"[time] {step}: failed after {format_seconds(seconds)}", flush=True)
+        return code
+    record(step, seconds, args, pool=job["step"], job=job["index"])
     import training_log
 
     parsed = training_log.read(log)
@@ -172,7 +173,24 @@ def run_pool_job(step: str, threads: str, log: str, args: list, job_file: Path) 
         body = [line for line in Path(log).read_text(encoding="utf8", errors="replace").splitlines()[1:-1]
                 if line.strip()]
         what = f"{body[-1].strip() if body else 'no output'} (output: {log})"
-    print(f"[time] {step}: {format_seconds(seconds)} (in parallel, step {pool_step()}); {what}", flush=True)
+    print(f"[time] {step}: {format_seconds(seconds)} (in parallel, step {job['step']}); {what}", flush=True)
+    return 0
+
+
+def queue_line(step: str, threads: str, log: str, args: list) -> bool:
+    """Queue the line for the runner if a queue of this ``spacy project run`` is open."""
+    try:
+        queue = json.loads(QUEUE.read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return False
+    if not queue.get("open") or queue.get("run") != run_id():
+        return False
+    queue["jobs"].append({"name": step, "threads": threads, "log": log, "args": args})
+    tmp = QUEUE.with_suffix(".tmp")
+    tmp.write_text(json.dumps(queue), encoding="utf8")
+    tmp.replace(QUEUE)
+    print(f"[runner {queue['step']}] queued {step}" + (f" (output: {log})" if log else ""), flush=True)
+    return True
 
 
 def training_verdict(log) -> str:
@@ -185,14 +203,6 @@ def training_verdict(log) -> str:
     return f"; {parsed.verdict()}" if parsed.steps or parsed.skipped else ""
 
 
-def pool_step() -> str:
-    state = Path(os.environ.get(JOB_ENV, "")).parent / "state.json"
-    try:
-        return json.loads(state.read_text(encoding="utf8"))["step"]
-    except (OSError, ValueError, KeyError):
-        return "?"
-
-
 def main() -> None:
     step, threads, log, skip_if_missing, args = parse_args(sys.argv[1:])
     if skip_if_missing and not Path(skip_if_missing).exists():
@@ -200,13 +210,8 @@ def main() -> None:
               f"makes it said why)", flush=True)
         return
     if os.environ.get(JOB_ENV):
-        run_pool_job(step, threads, log, args, Path(os.environ[JOB_ENV]))
-        return
-    import pool
-
-    open_pool = pool.open_pool(run_id())
-    if open_pool is not None:
-        open_pool.submit(step, threads, log, args)
+        sys.exit(run_job(step, threads, log, args, json.loads(os.environ[JOB_ENV])))
+    if queue_line(step, threads, log, args):
         return
     code, seconds = run(step, threads, args, log, echo=True)
     if code != 0:

@@ -6,8 +6,8 @@ Reads ``metrics/timings.jsonl`` (written by ``scripts/timed.py``), keeps the lin
 ``spacy project run`` process that runs this script (so the steps of this run of the workflow),
 and writes ``<output>.md`` and ``<output>.json``: the wall time of each step in workflow order
 (steps skipped because nothing changed are marked so), the total, the date and the machine. A
-step that ran its lines as a job pool (``scripts/pool.py``) counts with its wall time, and its
-jobs are listed under it with their own times (they overlap, so they do not add up to it).
+step that ran its lines through the runner (``scripts/runner.py``) counts with its wall time, and
+its jobs are listed under it with their own times (they overlap, so they do not add up to it).
 """
 import argparse
 import os
@@ -35,8 +35,8 @@ def machine() -> str:
 
 
 def collect(records, run: str, steps):
-    """(step, seconds or None) in workflow order, for the records of one run (a pool's jobs are
-    not added to any step: the pool step's own record is its wall time)."""
+    """(step, seconds or None) in workflow order, for the records of one run (a runner's jobs are
+    not added to any step: the runner step's own record is its wall time)."""
     seconds = {}
     for record in records:
         if record["run"] == run and "pool" not in record:
@@ -45,7 +45,7 @@ def collect(records, run: str, steps):
 
 
 def pool_jobs(records, run: str, step: str):
-    """(job, seconds) of the jobs that ran in the pool of ``step`` in this run, in start order."""
+    """(job, seconds) of the jobs the runner of ``step`` ran in this run, in queue order."""
     jobs = [r for r in records if r["run"] == run and r.get("pool") == step]
     return [(f"{r['step']} ({r['label']})" if r.get("label") else r["step"], r["seconds"])
             for r in sorted(jobs, key=lambda r: r.get("job", 0))]
