@@ -45,9 +45,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "crossner"
 CONFIG = ROOT / "configs" / "trf_target.cfg"
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/study.py
-from study import best_step as training_table  # noqa: E402  (spaCy's training table: best step)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
 from machine import utc_now  # noqa: E402
+sys.path.insert(1, str(ROOT / "project" / "scripts"))  # the study: project/scripts/study.py
+from study import best_step as training_table  # noqa: E402  (spaCy's training table: best step)
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
 ARMS = ("none", "span", "token")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Many study runs at once on one GPU (each `study.py run` is one process that trains, then scores
-# with `spacy_crossner evaluate`, all with --gpu-id 0), up to WORKERS at a time, until DEADLINE
-# seconds have passed; a run that finishes writes its JSON into RESULTS, one cut off by the
-# deadline writes nothing (rerun it: finished runs are skipped).
+# Many study runs at once on one GPU (each `project/scripts/study.py run --workers 0` is one process
+# that trains, then scores with `spacy_crossner evaluate`, all with --gpu-id 0), up to WORKERS at
+# a time, until DEADLINE seconds have passed; a run that finishes writes its JSON into RESULTS,
+# one cut off by the deadline writes nothing (rerun it: finished runs are skipped).
 #
 #   bash benchmarks/gpu_study.sh CORPUS RAW RESULTS WORKERS DEADLINE RUNS_FILE [study.py options]
 #
@@ -14,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 6 ]; then
-    sed -n 2,13p "$0"; exit 2
+    sed -n 2,14p "$0"; exit 2
 fi
 corpus=$1 raw=$2 results=$3 workers=$4 deadline=$5 runs=$6
 shift 6
@@ -22,7 +22,7 @@ shift 6
 mkdir -p "$results/logs"
 work=${TMPDIR:-/tmp}/gpu_study
 grep -v '^\s*\(#\|$\)' "$runs" | timeout --kill-after=10 "$deadline" xargs -P "$workers" -L 1 \
-    bash -c 'python3 benchmarks/study.py run --features minilm --methods "$0" --domains "$1" \
+    bash -c 'python3 project/scripts/study.py run --workers 0 --features minilm --methods "$0" --domains "$1" \
         --seeds "$2" --corpus "'"$corpus"'" --raw "'"$raw"'" --results "'"$results"'" \
         --workdir "'"$work"'" --gpu-id 0 --threads 1 --eval-frequency 100 \
         --patience 400 '"$*"' > "'"$results"'/logs/$0-$1-s$2.log" 2>&1; \

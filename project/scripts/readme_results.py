@@ -19,7 +19,7 @@ from timed import format_seconds
 
 START = "<!-- results:start -->"
 END = "<!-- results:end -->"
-STUDY_LINK = "[benchmarks/results/study.md](../benchmarks/results/study.md)"
+STUDY_LINK = "[study/study.md](study/study.md)"
 
 
 def fmt(value) -> str:

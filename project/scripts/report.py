@@ -1,5 +1,6 @@
-"""The report of the `all` workflow: results only for the runs whose dev F1 levelled.
+"""The project's one report generator: the `all` workflow's report and the study's.
 
+    python scripts/report.py study [--results ../project/study/results]
     python scripts/report.py --output reports/ai --title "CrossNER ai test ..." \\
         --run bilstm_joint training/ai/bilstm_joint/train.log metrics/ai/bilstm_joint.json \\
         --peer spacy_ner training/ai/spacy_ner/train.log metrics/ai/spacy_ner.json \\
@@ -16,25 +17,38 @@ pipeline beside them, ``--zero`` a source-only run scored on the source's types.
 - *demo*: the method ran end to end (trained, saved, scored), but its dev F1 had not levelled
   (still rising at its last evaluations, or never above step 0's). Its test score is NOT shown: a number from a model
   that has not converged says nothing about the method; the converged comparison is the study's
-  (``benchmarks/results/study.md``). Listed with what its log says.
+  (``project/study/study.md``). Listed with what its log says.
 - *skipped*: the training said why it did not run (a spaCy pipeline that is not installed).
 
 Every row says which features the model read (the ``[features]`` line of ``scripts/train.py``).
-Writes ``report.md``, ``report.json`` and ``f1_per_type.png`` in ``--output``.
+Writes ``report.md``, ``report.json`` and ``f1_per_type.png`` in ``--output``; the per-run tables
+and the heatmap are the library's (``spacy_crossner.report``, what ``python -m spacy_crossner
+report`` writes).
+
+``study`` writes the study's report from its result JSONs (one per run of ``scripts/study.py``):
+``study.md`` (every row per domain, mean ± sd over seeds; the papers' own numbers with the
+encoder they used; gains over the baseline with the sd of the paired difference and a verdict;
+spaCy peers; coverage), ``study_summary.md`` (the short table for the README) and
+``study_f1.png`` (a heatmap of test F1 per method and domain), beside the results folder. The
+same JSONs give the same bytes.
 """
 import argparse
+import json
 import os
+import statistics
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import srsly
 
 import training_log
+from study import (BY_NAME, COVERAGE_GOAL, CROSSNER_DOMAINS, DEFAULT_RESULTS, FEATURES, PAPER,
+                   PAPER_ELSEWHERE, UNKNOWN_GPU, config_eval_frequency, flag_values, rel)
 from timed import format_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
-STUDY = "benchmarks/results/study.md"
+STUDY = "project/study/study.md"
 KINDS = {"run": "ours", "peer": "spaCy peer", "zero": "ours, zero-resource"}
 
 
@@ -97,7 +111,7 @@ def scores_table(runs: List[Dict], loaded: Dict) -> List[str]:
     return lines
 
 
-def main(argv=None) -> None:
+def workflow_main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for option, what in (("run", "one of our pipelines"), ("peer", "a spaCy pipeline beside ours"),
                          ("zero", "a source-only run scored on the source's types")):
@@ -178,6 +192,418 @@ def main(argv=None) -> None:
     for run in runs:
         print(f"{run['name']:<24} {run['status']:<9} {run['log'].verdict()}")
     print(f"Wrote {out / 'report.md'}, {out / 'report.json'}" + (f" and {plot}" if levelled else ""))
+
+
+# -- the study's report: every method against its baseline, over domains and seeds ------------
+
+
+
+def load_results(path: Path) -> List[Dict]:
+    return [json.loads(p.read_text()) for p in sorted(path.glob("*.json"))]
+
+
+def mean_sd(values: List[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.2f} (1 seed)"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def verdict(diffs: List[float]) -> str:
+    if len(diffs) < 2:
+        return "too few seeds"
+    mean, sd = statistics.mean(diffs), statistics.stdev(diffs)
+    if abs(mean) <= sd:
+        return "within noise"
+    return "reproduced in direction" if mean > 0 else "not reproduced"
+
+
+def baseline_score(method: str, base: Dict) -> Optional[float]:
+    """The baseline's F1 a method is compared on: for the zero-shot rows, the source-only
+    model's score on the source's types."""
+    kind = BY_NAME[method].kind if method in BY_NAME else None
+    if kind == "zero":
+        scores = base.get("test_source_types")
+        return scores["f"] if scores else None
+    return base["test"]["f"]
+
+
+def paired(results: List[Dict], method: str, base: str, features: str, domain: Optional[str]) -> Tuple[List[float], int]:
+    """Paired differences method - baseline (same domain, seed, features); and how many of the
+    method's runs had a baseline run without the score it is compared on."""
+    index = {(r["method"], r["domain"], r["seed"], r["features"]): r for r in results}
+    diffs, unscored = [], 0
+    for r in results:
+        if r["method"] != method or r["features"] != features or (domain and r["domain"] != domain):
+            continue
+        b = index.get((base, r["domain"], r["seed"], features))
+        if b is None:
+            continue
+        score = baseline_score(method, b)
+        if score is None:
+            unscored += 1
+            continue
+        diffs.append(r["test"]["f"] - score)
+    return diffs, unscored
+
+
+def paper_gain(method: str, base: str, domains: List[str]) -> str:
+    """The paper's own gain of a method over its baseline, averaged over ``domains``, where both
+    numbers are given for the same encoder and every domain."""
+    m, b = PAPER.get(method), PAPER.get(base)
+    if not m or not b or m.encoder != b.encoder or not domains:
+        return "–"
+    if any(d not in m.f1 or d not in b.f1 for d in domains):
+        return "–"
+    gain = f"{statistics.mean(m.f1[d] - b.f1[d] for d in domains):+.2f}"
+    return f"{gain} ({m.gain_note})" if m.gain_note else gain
+
+
+def summarise(results: List[Dict]):
+    """{(row, method, features): {domain: [F1 per seed]}}, the domains, and per-group means."""
+    groups: Dict[tuple, Dict[str, List[float]]] = {}
+    for r in results:
+        groups.setdefault((r["row"], r["method"], r["features"]), {}).setdefault(r["domain"], []).append(r["test"]["f"])
+    domains = sorted({r["domain"] for r in results})
+    return dict(sorted(groups.items())), domains
+
+
+def source_type_scores(results: List[Dict], method: str, features: str) -> Dict[str, List[float]]:
+    """{domain: [F1 per seed]} of a source-only method's runs scored on the source's types."""
+    scores: Dict[str, List[float]] = {}
+    for r in results:
+        if r["method"] == method and r["features"] == features and r.get("test_source_types"):
+            scores.setdefault(r["domain"], []).append(r["test_source_types"]["f"])
+    return scores
+
+
+def domain_means(by_domain: Dict[str, List[float]]) -> Dict[str, float]:
+    return {d: statistics.mean(v) for d, v in by_domain.items() if v}
+
+
+def peer_gaps(groups) -> Dict[tuple, Dict[str, Tuple[float, int]]]:
+    """For each of our groups trained on target labels (as the peers are), per spaCy peer
+    ("method (features)"): (our mean - the peer's mean over the domains both have, how many)."""
+    peers = {key: domain_means(v) for key, v in groups.items()
+             if BY_NAME.get(key[1]) and BY_NAME[key[1]].kind.startswith("spacy")}
+    gaps = {}
+    for key, by_domain in groups.items():
+        if key in peers or BY_NAME.get(key[1]) is None or BY_NAME[key[1]].kind in ("source", "zero", "uda"):
+            continue
+        ours = domain_means(by_domain)
+        each = {}
+        for peer_key, theirs in peers.items():
+            shared = sorted(set(ours) & set(theirs))
+            if shared:
+                each[f"{peer_key[1]} ({peer_key[2]})"] = (statistics.mean(ours[d] - theirs[d] for d in shared), len(shared))
+        if each:
+            gaps[key] = each
+    return gaps
+
+
+def strongest_peer(each: Dict[str, Tuple[float, int]]) -> Tuple[float, str]:
+    """(gap, peer) for the peer with the smallest gap: the strongest over the shared domains."""
+    peer = min(each, key=lambda p: each[p][0])
+    return each[peer][0], peer
+
+
+def stopping_used(result: Dict) -> str:
+    """The stopping rule a run trained under, from its ``spacy train`` overrides (what the command
+    really had; results written before eval_frequency was recorded have it only there)."""
+    given = flag_values(result.get("overrides", []))
+    steps = given.get("--training.max_steps", result.get("max_steps"))
+    every = given.get("--training.eval_frequency", result.get("eval_frequency"))
+    patience = given.get("--training.patience", result.get("patience"))
+    if every is None and patience is None:
+        return f"at most {steps} steps, the config's own evaluation and stopping rule"
+    if every is None and result.get("method") in BY_NAME:
+        every = f"{config_eval_frequency(result['method'], result['features'])} (the config's)"
+    return f"at most {steps} steps, evaluated every {every} with patience {patience}"
+
+
+def stopping_lines(results: List[Dict]) -> List[str]:
+    """One line per stopping rule of the report's runs: how many, and which methods/features."""
+    rules: Dict[str, List[Dict]] = {}
+    for r in results:
+        rules.setdefault(stopping_used(r), []).append(r)
+    lines = ["Stopping rules (each run's `spacy train` overrides):", ""]
+    for rule, runs in sorted(rules.items(), key=lambda kv: -len(kv[1])):
+        kinds = sorted({f"{r['method']} ({r['features']})" for r in runs})
+        what = ", ".join(kinds) if len(kinds) <= 6 else f"{len(kinds)} method/features pairs"
+        lines.append(f"- {rule}: {len(runs)} run{'s' if len(runs) != 1 else ''}, {what}")
+    return lines + [""]
+
+
+def study_report(*, results_dir: Path) -> int:
+    """Write study.md, study_summary.md and study_f1.png next to ``results_dir`` (one JSON per
+    run of ``scripts/study.py``)."""
+    results = load_results(results_dir)
+    if not results:
+        raise SystemExit(f"--results: no result JSON files in {results_dir}")
+    groups, domains = summarise(results)
+    out_dir = results_dir.parent
+    out, summary_path, png = out_dir / "study.md", out_dir / "study_summary.md", out_dir / "study_f1.png"
+    lines = ["# The study: each method against its baseline", "",
+             f"Generated by `python project/scripts/report.py study` from {len(results)} runs in "
+             f"`{rel(results_dir)}` (one JSON per run, with its command). Test F1 x100 "
+             "(`spacy_crossner evaluate`, exact-match entities, per sentence), mean ± sd over seeds; "
+             "each model is `model-best` on the target's dev F1 (source-only and zero-shot models: "
+             "on the source's dev F1). Zero-shot rows are scored on the source's types only "
+             "(the only ones they can predict), source-only rows on all of the target's types and, "
+             "in a second line (*on the source's types*), on the source's types (each source-only "
+             "JSON's `test_source_types`): the score the gains table compares a zero-shot row with. "
+             "Short version: "
+             f"[{summary_path.name}]({summary_path.name}).", ""]
+    adopted = sorted({str(Path(r["adopted_from"]).parent) for r in results if r.get("adopted_from")})
+    if adopted:
+        n = sum(1 for r in results if r.get("adopted_from"))
+        lines += [f"{n} of these runs were trained by benchmarks/pretrained_inputs.py (the same training: "
+                  "config, data, seed, early stopping) and taken in by `python project/scripts/study.py adopt`; "
+                  f"each JSON names its run in `adopted_from` ({', '.join(f'`{a}`' for a in adopted)}).", ""]
+    lines += stopping_lines(results)
+    present = sorted({r["features"] for r in results}, key=lambda f: list(FEATURES).index(f) if f in FEATURES else 99)
+    lines += ["Features: " + "; ".join(f"`{f}` = {FEATURES.get(f, '?')}" for f in present) + ".", ""]
+    lines += ["| row | method | features | " + " | ".join(domains) + " | mean over domains |",
+              "|---|---|---|" + "---:|" * (len(domains) + 1)]
+    heat = []
+
+    def add_row(label: str, heat_label: str, by_domain: Dict[str, List[float]]):
+        """One line of the table (mean ± sd per domain, mean over domains) and its heatmap row."""
+        means = domain_means(by_domain)
+        mean = f"{statistics.mean(means.values()):.2f}" + (
+            f" ({len(means)} of {len(domains)})" if len(means) < len(domains) else "")
+        lines.append(f"| {label} | " + " | ".join(mean_sd(by_domain.get(d, [])) for d in domains) + f" | {mean} |")
+        heat.append((heat_label, [means.get(d, float("nan")) for d in domains]))
+
+    for (row, method, features), by_domain in groups.items():
+        kind = BY_NAME[method].kind if method in BY_NAME else ""
+        scored = {"zero": ", source types", "source": ", all types"}.get(kind, "")
+        add_row(f"{row} | {method} | {features}", f"{method} ({features}{scored})", by_domain)
+        on_source = source_type_scores(results, method, features) if kind == "source" else {}
+        if on_source:  # the same models on the source's types: what the zero-shot rows are compared with
+            add_row(f"{row} | {method}, on the source's types | {features}",
+                    f"{method} ({features}, source types)", on_source)
+
+    # the papers' numbers for the methods that ran
+    with_paper = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER]
+    paper_domains = [d for d in domains if d in CROSSNER_DOMAINS]
+    if with_paper:
+        lines += ["", "## The papers' own numbers", "",
+                  "Test F1 as published (BERT-base or word+char, CrossNER's data, the authors' "
+                  "scoring, three-run means): what each method reached in its paper, with the "
+                  "encoder it used. Ours are MiniLM (6 layers) or word/char with 50-d GloVe on CPU "
+                  "budgets, so compare directions and gains, not absolute numbers.", "",
+                  "| method | paper encoder | paper setting | " + " | ".join(paper_domains) + " | avg (5) | source |",
+                  "|---|---|---|" + "---:|" * (len(paper_domains) + 1) + "---|"]
+        for m in with_paper:
+            p = PAPER[m]
+            lines.append(f"| {m} | {p.encoder} | {p.setting} | " + " | ".join(
+                f"{p.f1[d]:.2f}" for d in paper_domains) + f" | {p.f1['avg']:.2f} | {p.source} |")
+    elsewhere = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER_ELSEWHERE]
+    if elsewhere:
+        lines += ["", "Reported only on other data (not comparable with any CrossNER column): " +
+                  "; ".join(f"{m}: {PAPER_ELSEWHERE[m]}" for m in elsewhere) + "."]
+
+    lines += ["", "## Gains over the baseline (paired by domain, seed and features)", "",
+              "Gain = method − baseline, test F1 points, mean ± sd of the paired differences; "
+              "*all* pools every (domain, seed) pair. Verdict: *reproduced in direction* when "
+              "the mean gain is positive and larger than its sd, *not reproduced* when negative "
+              "and larger than its sd, else *within noise* (fewer than two pairs: *too few seeds*). "
+              "Zero-shot rows are compared with the source-only model scored on the same source "
+              "types. Paper gain: the same difference in the papers' numbers, where both are "
+              "given for the same encoder (*all*: over the same domains). A baseline marked *(same "
+              "features)* is a diagnostic one, the same model family on the method's own features: "
+              "it shows what the method adds apart from the features, and is not its verdict.", "",
+              "| row | method | baseline | features | domain | pairs | gain (mean ± sd) | verdict | paper gain |",
+              "|---|---|---|---|---|---:|---:|---|---:|"]
+    unscored_total = 0
+    verdicts = {}
+    for (row, method, features), by_domain in groups.items():
+        base = BY_NAME[method].baseline_of if method in BY_NAME else None
+        if not base:
+            continue
+        paired_domains = []  # the domains with a (method, baseline) pair: the paper's gain is over these
+        for d in domains:
+            diffs, _ = paired(results, method, base, features, d)
+            if diffs:
+                paired_domains.append(d)
+                lines.append(f"| {row} | {method} | {base} | {features} | {d} | {len(diffs)} | "
+                             f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, [d])} |")
+        diffs, unscored = paired(results, method, base, features, None)
+        unscored_total += unscored
+        if diffs:
+            verdicts[(row, method, features)] = (diffs, verdict(diffs))
+            if len({d for d in by_domain}) > 1:
+                lines.append(f"| {row} | {method} | {base} | {features} | all | {len(diffs)} | "
+                             f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, paired_domains)} |")
+        like = BY_NAME[method].like_for_like
+        if like:
+            # what the method adds over the same model family on its own features: no paper number
+            by_like = {d: paired(results, method, like, features, d)[0] for d in domains}
+            by_like = {d: diffs for d, diffs in by_like.items() if diffs}
+            if len(by_like) > 1:
+                by_like["all"] = paired(results, method, like, features, None)[0]
+            for d, diffs in by_like.items():
+                lines.append(f"| {row} | {method} | {like} (same features) | {features} | {d} | "
+                             f"{len(diffs)} | {mean_sd(diffs)} | {verdict(diffs)} | – |")
+    if unscored_total:
+        lines += ["", f"{unscored_total} zero-shot run(s) not paired: their source-only baseline has "
+                  "no score on the source types (`test_source_types`); `study.py run` with the same "
+                  "options adds it from the saved model."]
+
+    gaps = peer_gaps(groups)
+    if gaps:
+        peer_names = sorted({p for each in gaps.values() for p in each})
+        lines += ["", "## Against spaCy's own ner (row 9)", "",
+                  "Mean test F1 difference to each spaCy peer over the domains both ran (in brackets: "
+                  "how many), and to the strongest of them; negative: the spaCy peer is better, and our "
+                  "pipeline is not worth using over it. Compare like with like where you can: the CNN "
+                  "peers use no pretrained input (as `wordchar`), `spacy_sm` is pretrained on OntoNotes, "
+                  "`minilm` shares our transformer. The rows without target labels (source-only, UDA, "
+                  "zero-shot) are left out: the peers train on the target's labels.", "",
+                  "| row | method | features | " + " | ".join(peer_names) + " | strongest peer (gap) |",
+                  "|---|---|---|" + "---:|" * len(peer_names) + "---|"]
+        for (row, method, features), each in gaps.items():
+            gap, peer = strongest_peer(each)
+            cells = [f"{each[p][0]:+.2f} ({each[p][1]})" if p in each else "–" for p in peer_names]
+            lines.append(f"| {row} | {method} | {features} | " + " | ".join(cells) + f" | {peer} ({gap:+.2f}) |")
+        below = [f"{m} ({f})" for (_, m, f), each in gaps.items() if strongest_peer(each)[0] < 0]
+        if below:
+            lines += ["", "Below a spaCy peer: " + ", ".join(below) + "."]
+
+    lines += ["", "## Coverage", "", "| row | method | features | domains (seeds) | device | goal (issue 13) |",
+              "|---|---|---|---|---|---|"]
+    for (row, method, features), by_domain in groups.items():
+        runs = [r for r in results if (r["row"], r["method"], r["features"]) == (row, method, features)]
+        cover = domains_and_seeds(runs, "; ")
+        devices = where_run(runs)
+        lines.append(f"| {row} | {method} | {features} | {cover} | {devices} | {COVERAGE_GOAL.get(row, '')} |")
+    missing_rows = sorted(set(COVERAGE_GOAL) - {k[0] for k in groups})
+    if missing_rows:
+        lines += ["", "No results yet for row(s) " + ", ".join(map(str, missing_rows)) + "."]
+    dapt = [r["dapt"] for r in results if r.get("dapt")]
+    if dapt:
+        d0 = dapt[0]
+        lines += ["", f"DAPT (row 8): on the target's own train+dev text ({d0['corpus_lines']:,} lines, "
+                  f"{d0['corpus_tokens']:,} tokens for {Path(d0['corpus']).stem}; the paper's corpora are "
+                  "millions of tokens, 5.2M for AI), " + ", ".join(sorted({
+                      f"{x['epochs']:g} epochs / max {x['max_steps']} steps, batch {x['batch_size']}, "
+                      f"blocks of {x['max_length']}, lr {x['learning_rate']:g}" for x in dapt})) +
+                  " (the paper: 15 epochs, blocks of 512)."]
+    not_converged = [r for r in results if not r.get("best_not_last")]
+    if not_converged:
+        lines += ["", f"{len(not_converged)} run(s) had their best dev F1 at the last evaluation "
+                  "(not converged: dev F1 may still have been rising): " + ", ".join(
+                      f"{r['method']}/{r['domain']}/{r['features']}/s{r['seed']}" for r in not_converged)]
+    plot_heatmap(heat, domains, png)
+    lines += ["", f"![F1 per method and domain]({png.name})", ""]
+    out.write_text("\n".join(lines), encoding="utf8")
+    summary_path.write_text(summary_table(groups, domains, verdicts, gaps, results), encoding="utf8")
+    print(f"Wrote {out}, {summary_path} and {png}")
+    return 0
+
+
+def domains_and_seeds(runs: List[Dict], sep: str) -> str:
+    """"ai (555, 666)<sep>music (777)": each domain of the runs with its seeds."""
+    return sep.join(f"{d} ({', '.join(str(s) for s in sorted(r['seed'] for r in runs if r['domain'] == d))})"
+                    for d in sorted({r["domain"] for r in runs}))
+
+
+def device_label(run: Dict) -> str:
+    """A run's device, with the card for a GPU run ("gpu0 (H200)"), taken from the `machine` that
+    machine_name recorded ("NVIDIA H200 (GPU 0), x86_64, 16 cores"): runs on two different cards
+    are not replicas of one another."""
+    device = run.get("device", "?")
+    machine = run.get("machine") or ""
+    if not device.startswith("gpu") or " (GPU " not in machine:
+        return device
+    card = machine.split(" (GPU ", 1)[0].strip()
+    card = card[len("NVIDIA "):] if card.startswith("NVIDIA ") else card
+    return f"{device} ({card})" if card and card != UNKNOWN_GPU else device
+
+
+def where_run(runs: List[Dict]) -> str:
+    """The devices of a method's runs; with more than one, which runs ran on each (e.g.
+    "cpu: ai (555, 666); gpu0 (H200): ai (777), music (777)")."""
+    labels = [device_label(r) for r in runs]
+    devices = sorted(set(labels))
+    if len(devices) == 1:
+        return devices[0]
+    parts = []
+    for device in devices:
+        mine = [r for r, label in zip(runs, labels) if label == device]
+        parts.append(f"{device}: {domains_and_seeds(mine, ', ')}")
+    return "; ".join(parts)
+
+
+def summary_table(groups, domains, verdicts, gaps, results) -> str:
+    """The README's table: one line per method and features."""
+    lines = ["| row | method | features | runs | mean test F1 | baseline | gain (all pairs) | verdict | "
+             "vs best spaCy peer | paper (avg, encoder) |", "|---|---|---|---:|---:|---|---:|---|---:|---|"]
+    for key, by_domain in groups.items():
+        row, method, features = key
+        means = domain_means(by_domain)
+        n = sum(len(v) for v in by_domain.values())
+        base = BY_NAME[method].baseline_of if method in BY_NAME else None
+        diffs, v = verdicts.get(key, ([], "–"))
+        gain = mean_sd(diffs) if diffs else "–"
+        gap = f"{strongest_peer(gaps[key])[0]:+.2f}" if key in gaps else "–"
+        paper = PAPER.get(method)
+        paper_cell = f"{paper.f1['avg']:.2f} ({paper.encoder})" if paper else "–"
+        lines.append(f"| {row} | {method} | {features} | {n} ({len(means)} domain{'s' if len(means) > 1 else ''}) | "
+                     f"{statistics.mean(means.values()):.2f} | {base or '–'} | {gain} | {v if base else '–'} | "
+                     f"{gap} | {paper_cell} |")
+    devices = sorted({device_label(r) for r in results})
+    return ("Test F1 x100, mean over the domains each method ran (" + ", ".join(domains) + "), seeds "
+            + ", ".join(str(s) for s in sorted({r["seed"] for r in results})) + "; device(s): " + ", ".join(devices)
+            + ". Generated by `python project/scripts/report.py study`; details in study.md.\n\n"
+            + "\n".join(lines) + "\n")
+
+
+def plot_heatmap(rows, domains, path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit('The study\'s heatmap needs matplotlib: pip install "spacy_crossner[project]"')
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy
+
+    values = numpy.array([m for _, m in rows], dtype=float)
+    fig, ax = plt.subplots(figsize=(max(1.4 * len(domains) + 4, 8), 0.45 * len(rows) + 1.5))
+    image = ax.imshow(numpy.ma.masked_invalid(values), cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(domains)), domains)
+    ax.set_yticks(range(len(rows)), [name for name, _ in rows])
+    middle = numpy.nanmean(values) if numpy.isfinite(values).any() else 0.0
+    for i in range(values.shape[0]):
+        for j in range(values.shape[1]):
+            if values[i, j] == values[i, j]:
+                ax.text(j, i, f"{values[i, j]:.1f}", ha="center", va="center",
+                        color="white" if values[i, j] < middle else "black")
+    fig.colorbar(image, ax=ax, label="test F1")
+    ax.set_title("Test F1 per method (features) and domain, mean over seeds", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def study_main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="report.py study", description="The study's report: "
+                                     "study.md, study_summary.md and study_f1.png beside --results.")
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
+                        help="Folder of the study's result JSONs (scripts/study.py run --results).")
+    args = parser.parse_args(argv)
+    sys.exit(study_report(results_dir=args.results))
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["study"]:
+        study_main(argv[1:])
+    else:
+        workflow_main(argv)
 
 
 if __name__ == "__main__":

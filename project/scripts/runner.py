@@ -132,8 +132,9 @@ def _client(workers: int, scheduler: Optional[str]):
             sys.exit(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({err})")
     if workers < 1:
         sys.exit(f"--workers must be at least 1, not {workers}")
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=40)
+    # a free port for the dashboard (":8787" may be another cluster's), on this machine only
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=":0", silence_logs=40)
     return Client(cluster), cluster
 
 

@@ -18,18 +18,12 @@ from pathlib import Path
 
 import srsly
 
+from machine import cpu_model
 from timed import LOG, PROJECT_DIR, format_seconds, read_log, run_id
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return f"{os.cpu_count()} cores ({cpu}), {platform.system()}, load average at the end {load}"
 

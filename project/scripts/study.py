@@ -1,18 +1,25 @@
 """The study: every method against the baseline its paper compares to, trained to convergence
 (early stopping on target dev F1), several seeds, scored with ``spacy_crossner evaluate``.
 
-Resumable: each run writes one JSON into ``--results`` (default benchmarks/results/study/) when it
+Resumable: each run writes one JSON into ``--results`` (default project/study/results/) when it
 finishes; a run whose JSON exists is skipped, so the study is many short invocations::
 
-    python benchmarks/study.py plan --rows 1 3 --domains ai music
-    python benchmarks/study.py run --rows 1 3 --domains ai --seeds 555 666 777 --max-runs 4
-    python benchmarks/study.py run --rows 2 3 6 7 8 9 --features minilm --domains ai music --seeds 555 666
-    python benchmarks/study.py report
-    python benchmarks/study.py adopt   # rows 1 and 3 on AI from benchmarks/pretrained_inputs.py's runs
+    python project/scripts/study.py plan --rows 1 3 --domains ai music
+    python project/scripts/study.py run --rows 1 3 --domains ai --seeds 555 666 777 --max-runs 4
+    python project/scripts/study.py run --rows 2 3 6 7 8 9 --features minilm --domains ai music --seeds 555 666
+    python project/scripts/study.py run --rows 2 --features minilm --gpu-id 0 --workers 4   # 4 at once
+    python project/scripts/study.py run --rows 1 --scheduler tcp://host:8786   # over a Dask cluster
+    python project/scripts/report.py study
+    python project/scripts/study.py adopt   # rows 1 and 3 on AI from benchmarks/pretrained_inputs.py's runs
 
-``run`` trains one model at a time with one torch thread (run two invocations at most on a
-2-core machine, each on its own ``--rows``/``--domains``; a model two invocations both need, such
-as a shared stage-1 model or a DAPT encoder, is trained by the first and waited for by the other).
+``run`` hands the planned runs to the project's runner (scripts/runner.py): each run is one job,
+``study.py run --workers 0`` of that run alone (one process that trains, then scores, its output
+in ``--workdir``/logs/RUN.log), on a local Dask cluster of ``--workers`` processes (default 2,
+one torch thread each: two on a 2-core machine) or on the cluster of ``--scheduler`` (its workers
+see this checkout, the corpus and ``--workdir`` at the same paths). A failed run is named and the
+others go on. A model several runs need, such as a shared stage-1 model or a DAPT encoder, is
+trained by the first and waited for by the others (a lock in the work folder). ``--workers 0``
+runs the planned runs one after the other in this process.
 The corpus folder holds ``<domain>/{train,dev,test}.spacy`` (``python -m spacy_crossner convert``,
 as the project's ``convert`` step writes to project/corpus) and, for the unsupervised rows and
 DAPT, ``raw/<domain>.txt`` (``raw-text``: the domain's train+dev text); any source and target
@@ -60,10 +67,8 @@ run (bilstm_target, bilstm_joint, multi_cell_sda on AI; inputs none/glove/sm = f
 wordchar/wordchar+glove/sm; the configs' max_steps, eval_frequency and patience = the study's) into
 study JSONs, each naming the run in ``adopted_from`` (no second training of the same thing).
 
-``report`` writes benchmarks/results/study.md (every row per domain, mean +- sd over seeds; the
-papers' own numbers with the encoder they used; gains over the baseline with the sd of the
-paired difference and a verdict; spaCy peers; coverage), study_summary.md (the short table for
-the README) and study_f1.png (a heatmap of test F1 per method and domain).
+The report (project/study/study.md, study_summary.md, study_f1.png) is written by the project's
+one report generator: ``python project/scripts/report.py study``.
 """
 import argparse
 import contextlib
@@ -75,7 +80,6 @@ import resource
 import shlex
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -83,12 +87,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
-DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "study"
+DEFAULT_RESULTS = ROOT / "project" / "study" / "results"
 SOURCE_TYPES = "person,organisation,location,misc"
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/machine.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # project/scripts/
 from machine import cpu_model, utc_now  # noqa: E402  (study.utc_now: the tests patch it)
 
 FEATURES = {
@@ -657,7 +661,7 @@ def write_spacy_config(method: Method, args) -> Path:
         header = ("# spaCy's ner on a transformer: `spacy init config -p ner --optimize accuracy --gpu`, the\n"
                   "# transformer set to the bundled MiniLM (--paths.transformer: another), the schedule's\n"
                   "# total_steps = training.max_steps, batches of 16 sentences without accumulation\n"
-                  "# (as configs/trf_target.cfg); written by benchmarks/study.py\n")
+                  "# (as configs/trf_target.cfg); written by project/scripts/study.py\n")
     elif method.config == "spacy_ner_sm":
         config["paths"]["ner_source"] = None
         config["nlp"]["pipeline"] = ["ner"]
@@ -665,7 +669,7 @@ def write_spacy_config(method: Method, args) -> Path:
         config["components"]["ner"] = {"source": "${paths.ner_source}"}
         header = ("# a pretrained pipeline's ner (its own tok2vec) fine-tuned: `spacy init config -p ner\n"
                   "# --optimize efficiency` with [components.ner] sourced from --paths.ner_source (the\n"
-                  "# pipeline's ner with the target's labels added); written by benchmarks/study.py\n")
+                  "# pipeline's ner with the target's labels added); written by project/scripts/study.py\n")
     else:
         raise ValueError(f"{method.name}: no spaCy config recipe for {method.config!r}")
     write_whole(path, header + config.to_str() + "\n")
@@ -886,6 +890,8 @@ def add_source_types(run: Dict, args, path: Path) -> None:
 def cmd_run(args) -> int:
     args.results.mkdir(parents=True, exist_ok=True)
     args.workdir.mkdir(parents=True, exist_ok=True)
+    if args.workers > 0 or args.scheduler:
+        return run_on_cluster(args)
     done = 0
     for run in planned(args):
         path = args.results / f"{run_id(run)}.json"
@@ -900,6 +906,57 @@ def cmd_run(args) -> int:
         print(f"[study] {run_id(run)}: test F1 {result['test']['f']:.2f}, best step "
               f"{result['best_step']} of {result['max_steps']}, {result['wall_s'] / 60:.1f} min", flush=True)
         done += 1
+    return 0
+
+
+# what each job of the runner runs (its own runs, in its process)
+STUDY_SCRIPT = Path(__file__).resolve()
+# the options that select runs: a job's command line gives its own
+SELECTION = ("--rows", "--methods", "--domains", "--seeds", "--features", "--with-baselines", "--workers",
+             "--scheduler", "--max-runs")
+
+
+def common_options(argv: List[str]) -> List[str]:
+    """The command line of ``run`` less the command and the options that select runs."""
+    out, skipping = [], False
+    for word in argv[1:]:
+        if word.startswith("--"):
+            skipping = word.split("=", 1)[0] in SELECTION
+            if skipping:
+                continue
+        elif skipping:
+            continue
+        out.append(word)
+    return out
+
+
+def run_on_cluster(args) -> int:
+    """Each planned run without a result as one job of the project's runner; 1 if one failed."""
+    from runner import Job, run_jobs
+
+    jobs = []
+    for run in planned(args):
+        path = args.results / f"{run_id(run)}.json"
+        if path.exists():
+            add_source_types(run, args, path)
+            continue
+        if args.max_runs and len(jobs) >= args.max_runs:
+            break
+        argv = [sys.executable, str(STUDY_SCRIPT), "run", *common_options(args.argv),
+                "--methods", run["method"].name, "--domains", run["domain"], "--seeds", str(run["seed"]),
+                "--features", run["features"], "--workers", "0"]
+        log = args.workdir.resolve() / "logs" / f"{run_id(run)}.log"
+        jobs.append(Job(run_id(run), argv, str(log), cwd=os.getcwd()))
+    if not jobs:
+        print("[study] nothing to run: every planned run has its result")
+        return 0
+    results = run_jobs(jobs, workers=args.workers, scheduler=args.scheduler or None,
+                       say=lambda text: print(f"[study] {text}", flush=True))
+    failed = [r for r in results if r.status != "ok"]
+    if failed:
+        print("[study] failed: " + "; ".join(r.describe(job) for job, r in zip(jobs, results) if r.status != "ok")
+              + ". Running the same command again runs only the runs without a result.", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -1005,397 +1062,8 @@ def cmd_adopt(args) -> int:
     return 0
 
 
-# -- the report -------------------------------------------------------------------------------
-
-
-def load_results(path: Path) -> List[Dict]:
-    return [json.loads(p.read_text()) for p in sorted(path.glob("*.json"))]
-
-
-def mean_sd(values: List[float]) -> str:
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return f"{values[0]:.2f} (1 seed)"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
-
-
-def verdict(diffs: List[float]) -> str:
-    if len(diffs) < 2:
-        return "too few seeds"
-    mean, sd = statistics.mean(diffs), statistics.stdev(diffs)
-    if abs(mean) <= sd:
-        return "within noise"
-    return "reproduced in direction" if mean > 0 else "not reproduced"
-
-
-def baseline_score(method: str, base: Dict) -> Optional[float]:
-    """The baseline's F1 a method is compared on: for the zero-shot rows, the source-only
-    model's score on the source's types."""
-    kind = BY_NAME[method].kind if method in BY_NAME else None
-    if kind == "zero":
-        scores = base.get("test_source_types")
-        return scores["f"] if scores else None
-    return base["test"]["f"]
-
-
-def paired(results: List[Dict], method: str, base: str, features: str, domain: Optional[str]) -> Tuple[List[float], int]:
-    """Paired differences method - baseline (same domain, seed, features); and how many of the
-    method's runs had a baseline run without the score it is compared on."""
-    index = {(r["method"], r["domain"], r["seed"], r["features"]): r for r in results}
-    diffs, unscored = [], 0
-    for r in results:
-        if r["method"] != method or r["features"] != features or (domain and r["domain"] != domain):
-            continue
-        b = index.get((base, r["domain"], r["seed"], features))
-        if b is None:
-            continue
-        score = baseline_score(method, b)
-        if score is None:
-            unscored += 1
-            continue
-        diffs.append(r["test"]["f"] - score)
-    return diffs, unscored
-
-
-def paper_gain(method: str, base: str, domains: List[str]) -> str:
-    """The paper's own gain of a method over its baseline, averaged over ``domains``, where both
-    numbers are given for the same encoder and every domain."""
-    m, b = PAPER.get(method), PAPER.get(base)
-    if not m or not b or m.encoder != b.encoder or not domains:
-        return "–"
-    if any(d not in m.f1 or d not in b.f1 for d in domains):
-        return "–"
-    gain = f"{statistics.mean(m.f1[d] - b.f1[d] for d in domains):+.2f}"
-    return f"{gain} ({m.gain_note})" if m.gain_note else gain
-
-
 def rel(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def summarise(results: List[Dict]):
-    """{(row, method, features): {domain: [F1 per seed]}}, the domains, and per-group means."""
-    groups: Dict[tuple, Dict[str, List[float]]] = {}
-    for r in results:
-        groups.setdefault((r["row"], r["method"], r["features"]), {}).setdefault(r["domain"], []).append(r["test"]["f"])
-    domains = sorted({r["domain"] for r in results})
-    return dict(sorted(groups.items())), domains
-
-
-def source_type_scores(results: List[Dict], method: str, features: str) -> Dict[str, List[float]]:
-    """{domain: [F1 per seed]} of a source-only method's runs scored on the source's types."""
-    scores: Dict[str, List[float]] = {}
-    for r in results:
-        if r["method"] == method and r["features"] == features and r.get("test_source_types"):
-            scores.setdefault(r["domain"], []).append(r["test_source_types"]["f"])
-    return scores
-
-
-def domain_means(by_domain: Dict[str, List[float]]) -> Dict[str, float]:
-    return {d: statistics.mean(v) for d, v in by_domain.items() if v}
-
-
-def peer_gaps(groups) -> Dict[tuple, Dict[str, Tuple[float, int]]]:
-    """For each of our groups trained on target labels (as the peers are), per spaCy peer
-    ("method (features)"): (our mean - the peer's mean over the domains both have, how many)."""
-    peers = {key: domain_means(v) for key, v in groups.items()
-             if BY_NAME.get(key[1]) and BY_NAME[key[1]].kind.startswith("spacy")}
-    gaps = {}
-    for key, by_domain in groups.items():
-        if key in peers or BY_NAME.get(key[1]) is None or BY_NAME[key[1]].kind in ("source", "zero", "uda"):
-            continue
-        ours = domain_means(by_domain)
-        each = {}
-        for peer_key, theirs in peers.items():
-            shared = sorted(set(ours) & set(theirs))
-            if shared:
-                each[f"{peer_key[1]} ({peer_key[2]})"] = (statistics.mean(ours[d] - theirs[d] for d in shared), len(shared))
-        if each:
-            gaps[key] = each
-    return gaps
-
-
-def strongest_peer(each: Dict[str, Tuple[float, int]]) -> Tuple[float, str]:
-    """(gap, peer) for the peer with the smallest gap: the strongest over the shared domains."""
-    peer = min(each, key=lambda p: each[p][0])
-    return each[peer][0], peer
-
-
-def stopping_used(result: Dict) -> str:
-    """The stopping rule a run trained under, from its ``spacy train`` overrides (what the command
-    really had; results written before eval_frequency was recorded have it only there)."""
-    given = flag_values(result.get("overrides", []))
-    steps = given.get("--training.max_steps", result.get("max_steps"))
-    every = given.get("--training.eval_frequency", result.get("eval_frequency"))
-    patience = given.get("--training.patience", result.get("patience"))
-    if every is None and patience is None:
-        return f"at most {steps} steps, the config's own evaluation and stopping rule"
-    if every is None and result.get("method") in BY_NAME:
-        every = f"{config_eval_frequency(result['method'], result['features'])} (the config's)"
-    return f"at most {steps} steps, evaluated every {every} with patience {patience}"
-
-
-def stopping_lines(results: List[Dict]) -> List[str]:
-    """One line per stopping rule of the report's runs: how many, and which methods/features."""
-    rules: Dict[str, List[Dict]] = {}
-    for r in results:
-        rules.setdefault(stopping_used(r), []).append(r)
-    lines = ["Stopping rules (each run's `spacy train` overrides):", ""]
-    for rule, runs in sorted(rules.items(), key=lambda kv: -len(kv[1])):
-        kinds = sorted({f"{r['method']} ({r['features']})" for r in runs})
-        what = ", ".join(kinds) if len(kinds) <= 6 else f"{len(kinds)} method/features pairs"
-        lines.append(f"- {rule}: {len(runs)} run{'s' if len(runs) != 1 else ''}, {what}")
-    return lines + [""]
-
-
-def cmd_report(args) -> int:
-    results = load_results(args.results)
-    if not results:
-        raise SystemExit(f"--results: no result JSON files in {args.results}")
-    groups, domains = summarise(results)
-    out_dir = args.results.parent
-    out, summary_path, png = out_dir / "study.md", out_dir / "study_summary.md", out_dir / "study_f1.png"
-    lines = ["# The study: each method against its baseline", "",
-             f"Generated by `python benchmarks/study.py report` from {len(results)} runs in "
-             f"`{rel(args.results)}` (one JSON per run, with its command). Test F1 x100 "
-             "(`spacy_crossner evaluate`, exact-match entities, per sentence), mean ± sd over seeds; "
-             "each model is `model-best` on the target's dev F1 (source-only and zero-shot models: "
-             "on the source's dev F1). Zero-shot rows are scored on the source's types only "
-             "(the only ones they can predict), source-only rows on all of the target's types and, "
-             "in a second line (*on the source's types*), on the source's types (each source-only "
-             "JSON's `test_source_types`): the score the gains table compares a zero-shot row with. "
-             "Short version: "
-             f"[{summary_path.name}]({summary_path.name}).", ""]
-    adopted = sorted({str(Path(r["adopted_from"]).parent) for r in results if r.get("adopted_from")})
-    if adopted:
-        n = sum(1 for r in results if r.get("adopted_from"))
-        lines += [f"{n} of these runs were trained by benchmarks/pretrained_inputs.py (the same training: "
-                  "config, data, seed, early stopping) and taken in by `python benchmarks/study.py adopt`; "
-                  f"each JSON names its run in `adopted_from` ({', '.join(f'`{a}`' for a in adopted)}).", ""]
-    lines += stopping_lines(results)
-    present = sorted({r["features"] for r in results}, key=lambda f: list(FEATURES).index(f) if f in FEATURES else 99)
-    lines += ["Features: " + "; ".join(f"`{f}` = {FEATURES.get(f, '?')}" for f in present) + ".", ""]
-    lines += ["| row | method | features | " + " | ".join(domains) + " | mean over domains |",
-              "|---|---|---|" + "---:|" * (len(domains) + 1)]
-    heat = []
-
-    def add_row(label: str, heat_label: str, by_domain: Dict[str, List[float]]):
-        """One line of the table (mean ± sd per domain, mean over domains) and its heatmap row."""
-        means = domain_means(by_domain)
-        mean = f"{statistics.mean(means.values()):.2f}" + (
-            f" ({len(means)} of {len(domains)})" if len(means) < len(domains) else "")
-        lines.append(f"| {label} | " + " | ".join(mean_sd(by_domain.get(d, [])) for d in domains) + f" | {mean} |")
-        heat.append((heat_label, [means.get(d, float("nan")) for d in domains]))
-
-    for (row, method, features), by_domain in groups.items():
-        kind = BY_NAME[method].kind if method in BY_NAME else ""
-        scored = {"zero": ", source types", "source": ", all types"}.get(kind, "")
-        add_row(f"{row} | {method} | {features}", f"{method} ({features}{scored})", by_domain)
-        on_source = source_type_scores(results, method, features) if kind == "source" else {}
-        if on_source:  # the same models on the source's types: what the zero-shot rows are compared with
-            add_row(f"{row} | {method}, on the source's types | {features}",
-                    f"{method} ({features}, source types)", on_source)
-
-    # the papers' numbers for the methods that ran
-    with_paper = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER]
-    paper_domains = [d for d in domains if d in CROSSNER_DOMAINS]
-    if with_paper:
-        lines += ["", "## The papers' own numbers", "",
-                  "Test F1 as published (BERT-base or word+char, CrossNER's data, the authors' "
-                  "scoring, three-run means): what each method reached in its paper, with the "
-                  "encoder it used. Ours are MiniLM (6 layers) or word/char with 50-d GloVe on CPU "
-                  "budgets, so compare directions and gains, not absolute numbers.", "",
-                  "| method | paper encoder | paper setting | " + " | ".join(paper_domains) + " | avg (5) | source |",
-                  "|---|---|---|" + "---:|" * (len(paper_domains) + 1) + "---|"]
-        for m in with_paper:
-            p = PAPER[m]
-            lines.append(f"| {m} | {p.encoder} | {p.setting} | " + " | ".join(
-                f"{p.f1[d]:.2f}" for d in paper_domains) + f" | {p.f1['avg']:.2f} | {p.source} |")
-    elsewhere = [m for m in dict.fromkeys(k[1] for k in groups) if m in PAPER_ELSEWHERE]
-    if elsewhere:
-        lines += ["", "Reported only on other data (not comparable with any CrossNER column): " +
-                  "; ".join(f"{m}: {PAPER_ELSEWHERE[m]}" for m in elsewhere) + "."]
-
-    lines += ["", "## Gains over the baseline (paired by domain, seed and features)", "",
-              "Gain = method − baseline, test F1 points, mean ± sd of the paired differences; "
-              "*all* pools every (domain, seed) pair. Verdict: *reproduced in direction* when "
-              "the mean gain is positive and larger than its sd, *not reproduced* when negative "
-              "and larger than its sd, else *within noise* (fewer than two pairs: *too few seeds*). "
-              "Zero-shot rows are compared with the source-only model scored on the same source "
-              "types. Paper gain: the same difference in the papers' numbers, where both are "
-              "given for the same encoder (*all*: over the same domains). A baseline marked *(same "
-              "features)* is a diagnostic one, the same model family on the method's own features: "
-              "it shows what the method adds apart from the features, and is not its verdict.", "",
-              "| row | method | baseline | features | domain | pairs | gain (mean ± sd) | verdict | paper gain |",
-              "|---|---|---|---|---|---:|---:|---|---:|"]
-    unscored_total = 0
-    verdicts = {}
-    for (row, method, features), by_domain in groups.items():
-        base = BY_NAME[method].baseline_of if method in BY_NAME else None
-        if not base:
-            continue
-        paired_domains = []  # the domains with a (method, baseline) pair: the paper's gain is over these
-        for d in domains:
-            diffs, _ = paired(results, method, base, features, d)
-            if diffs:
-                paired_domains.append(d)
-                lines.append(f"| {row} | {method} | {base} | {features} | {d} | {len(diffs)} | "
-                             f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, [d])} |")
-        diffs, unscored = paired(results, method, base, features, None)
-        unscored_total += unscored
-        if diffs:
-            verdicts[(row, method, features)] = (diffs, verdict(diffs))
-            if len({d for d in by_domain}) > 1:
-                lines.append(f"| {row} | {method} | {base} | {features} | all | {len(diffs)} | "
-                             f"{mean_sd(diffs)} | {verdict(diffs)} | {paper_gain(method, base, paired_domains)} |")
-        like = BY_NAME[method].like_for_like
-        if like:
-            # what the method adds over the same model family on its own features: no paper number
-            by_like = {d: paired(results, method, like, features, d)[0] for d in domains}
-            by_like = {d: diffs for d, diffs in by_like.items() if diffs}
-            if len(by_like) > 1:
-                by_like["all"] = paired(results, method, like, features, None)[0]
-            for d, diffs in by_like.items():
-                lines.append(f"| {row} | {method} | {like} (same features) | {features} | {d} | "
-                             f"{len(diffs)} | {mean_sd(diffs)} | {verdict(diffs)} | – |")
-    if unscored_total:
-        lines += ["", f"{unscored_total} zero-shot run(s) not paired: their source-only baseline has "
-                  "no score on the source types (`test_source_types`); `study.py run` with the same "
-                  "options adds it from the saved model."]
-
-    gaps = peer_gaps(groups)
-    if gaps:
-        peer_names = sorted({p for each in gaps.values() for p in each})
-        lines += ["", "## Against spaCy's own ner (row 9)", "",
-                  "Mean test F1 difference to each spaCy peer over the domains both ran (in brackets: "
-                  "how many), and to the strongest of them; negative: the spaCy peer is better, and our "
-                  "pipeline is not worth using over it. Compare like with like where you can: the CNN "
-                  "peers use no pretrained input (as `wordchar`), `spacy_sm` is pretrained on OntoNotes, "
-                  "`minilm` shares our transformer. The rows without target labels (source-only, UDA, "
-                  "zero-shot) are left out: the peers train on the target's labels.", "",
-                  "| row | method | features | " + " | ".join(peer_names) + " | strongest peer (gap) |",
-                  "|---|---|---|" + "---:|" * len(peer_names) + "---|"]
-        for (row, method, features), each in gaps.items():
-            gap, peer = strongest_peer(each)
-            cells = [f"{each[p][0]:+.2f} ({each[p][1]})" if p in each else "–" for p in peer_names]
-            lines.append(f"| {row} | {method} | {features} | " + " | ".join(cells) + f" | {peer} ({gap:+.2f}) |")
-        below = [f"{m} ({f})" for (_, m, f), each in gaps.items() if strongest_peer(each)[0] < 0]
-        if below:
-            lines += ["", "Below a spaCy peer: " + ", ".join(below) + "."]
-
-    lines += ["", "## Coverage", "", "| row | method | features | domains (seeds) | device | goal (issue 13) |",
-              "|---|---|---|---|---|---|"]
-    for (row, method, features), by_domain in groups.items():
-        runs = [r for r in results if (r["row"], r["method"], r["features"]) == (row, method, features)]
-        cover = domains_and_seeds(runs, "; ")
-        devices = where_run(runs)
-        lines.append(f"| {row} | {method} | {features} | {cover} | {devices} | {COVERAGE_GOAL.get(row, '')} |")
-    missing_rows = sorted(set(COVERAGE_GOAL) - {k[0] for k in groups})
-    if missing_rows:
-        lines += ["", "No results yet for row(s) " + ", ".join(map(str, missing_rows)) + "."]
-    dapt = [r["dapt"] for r in results if r.get("dapt")]
-    if dapt:
-        d0 = dapt[0]
-        lines += ["", f"DAPT (row 8): on the target's own train+dev text ({d0['corpus_lines']:,} lines, "
-                  f"{d0['corpus_tokens']:,} tokens for {Path(d0['corpus']).stem}; the paper's corpora are "
-                  "millions of tokens, 5.2M for AI), " + ", ".join(sorted({
-                      f"{x['epochs']:g} epochs / max {x['max_steps']} steps, batch {x['batch_size']}, "
-                      f"blocks of {x['max_length']}, lr {x['learning_rate']:g}" for x in dapt})) +
-                  " (the paper: 15 epochs, blocks of 512)."]
-    not_converged = [r for r in results if not r.get("best_not_last")]
-    if not_converged:
-        lines += ["", f"{len(not_converged)} run(s) had their best dev F1 at the last evaluation "
-                  "(not converged: dev F1 may still have been rising): " + ", ".join(
-                      f"{r['method']}/{r['domain']}/{r['features']}/s{r['seed']}" for r in not_converged)]
-    plot_heatmap(heat, domains, png)
-    lines += ["", f"![F1 per method and domain]({png.name})", ""]
-    out.write_text("\n".join(lines), encoding="utf8")
-    summary_path.write_text(summary_table(groups, domains, verdicts, gaps, results), encoding="utf8")
-    print(f"Wrote {out}, {summary_path} and {png}")
-    return 0
-
-
-def domains_and_seeds(runs: List[Dict], sep: str) -> str:
-    """"ai (555, 666)<sep>music (777)": each domain of the runs with its seeds."""
-    return sep.join(f"{d} ({', '.join(str(s) for s in sorted(r['seed'] for r in runs if r['domain'] == d))})"
-                    for d in sorted({r["domain"] for r in runs}))
-
-
-def device_label(run: Dict) -> str:
-    """A run's device, with the card for a GPU run ("gpu0 (H200)"), taken from the `machine` that
-    machine_name recorded ("NVIDIA H200 (GPU 0), x86_64, 16 cores"): runs on two different cards
-    are not replicas of one another."""
-    device = run.get("device", "?")
-    machine = run.get("machine") or ""
-    if not device.startswith("gpu") or " (GPU " not in machine:
-        return device
-    card = machine.split(" (GPU ", 1)[0].strip()
-    card = card[len("NVIDIA "):] if card.startswith("NVIDIA ") else card
-    return f"{device} ({card})" if card and card != UNKNOWN_GPU else device
-
-
-def where_run(runs: List[Dict]) -> str:
-    """The devices of a method's runs; with more than one, which runs ran on each (e.g.
-    "cpu: ai (555, 666); gpu0 (H200): ai (777), music (777)")."""
-    labels = [device_label(r) for r in runs]
-    devices = sorted(set(labels))
-    if len(devices) == 1:
-        return devices[0]
-    parts = []
-    for device in devices:
-        mine = [r for r, label in zip(runs, labels) if label == device]
-        parts.append(f"{device}: {domains_and_seeds(mine, ', ')}")
-    return "; ".join(parts)
-
-
-def summary_table(groups, domains, verdicts, gaps, results) -> str:
-    """The README's table: one line per method and features."""
-    lines = ["| row | method | features | runs | mean test F1 | baseline | gain (all pairs) | verdict | "
-             "vs best spaCy peer | paper (avg, encoder) |", "|---|---|---|---:|---:|---|---:|---|---:|---|"]
-    for key, by_domain in groups.items():
-        row, method, features = key
-        means = domain_means(by_domain)
-        n = sum(len(v) for v in by_domain.values())
-        base = BY_NAME[method].baseline_of if method in BY_NAME else None
-        diffs, v = verdicts.get(key, ([], "–"))
-        gain = mean_sd(diffs) if diffs else "–"
-        gap = f"{strongest_peer(gaps[key])[0]:+.2f}" if key in gaps else "–"
-        paper = PAPER.get(method)
-        paper_cell = f"{paper.f1['avg']:.2f} ({paper.encoder})" if paper else "–"
-        lines.append(f"| {row} | {method} | {features} | {n} ({len(means)} domain{'s' if len(means) > 1 else ''}) | "
-                     f"{statistics.mean(means.values()):.2f} | {base or '–'} | {gain} | {v if base else '–'} | "
-                     f"{gap} | {paper_cell} |")
-    devices = sorted({device_label(r) for r in results})
-    return ("Test F1 x100, mean over the domains each method ran (" + ", ".join(domains) + "), seeds "
-            + ", ".join(str(s) for s in sorted({r["seed"] for r in results})) + "; device(s): " + ", ".join(devices)
-            + ". Generated by `python benchmarks/study.py report`; details in study.md.\n\n"
-            + "\n".join(lines) + "\n")
-
-
-def plot_heatmap(rows, domains, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy
-
-    values = numpy.array([m for _, m in rows], dtype=float)
-    fig, ax = plt.subplots(figsize=(max(1.4 * len(domains) + 4, 8), 0.45 * len(rows) + 1.5))
-    image = ax.imshow(numpy.ma.masked_invalid(values), cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(domains)), domains)
-    ax.set_yticks(range(len(rows)), [name for name, _ in rows])
-    middle = numpy.nanmean(values) if numpy.isfinite(values).any() else 0.0
-    for i in range(values.shape[0]):
-        for j in range(values.shape[1]):
-            if values[i, j] == values[i, j]:
-                ax.text(j, i, f"{values[i, j]:.1f}", ha="center", va="center",
-                        color="white" if values[i, j] < middle else "black")
-    fig.colorbar(image, ax=ax, label="test F1")
-    ax.set_title("Test F1 per method (features) and domain, mean over seeds", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 # -- command line -----------------------------------------------------------------------------
@@ -1445,7 +1113,14 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1, help="OMP/MKL threads of each subprocess")
     p.add_argument("--gpu-id", type=int, default=-1, help="GPU of training, DAPT and evaluation; -1 = CPU")
     p.add_argument("--max-runs", type=int, default=0, help="stop after N new runs (0 = all)")
-    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="one JSON per run; the report goes next to it")
+    p.add_argument("--workers", type=int, default=2,
+                   help="run: runs at a time, worker processes of a local Dask cluster (0: one after "
+                   "the other in this process)")
+    p.add_argument("--scheduler", default="",
+                   help="run: address of a running Dask scheduler (tcp://host:8786) to spread the runs "
+                   "over its workers instead of a local cluster")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
+                   help="one JSON per run; `scripts/report.py study` writes the report next to it")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/crossner_study"),
                    help="trained models, shared stage-1 and DAPT models, generated configs")
     p.add_argument("--adopt-from", type=Path, default=ROOT / "benchmarks" / "results" / "pretrained_inputs",
@@ -1458,6 +1133,7 @@ def parse_args(argv=None):
 def parse(argv=None):
     """The command line, checked and normalised (comma-separated lists, feature aliases)."""
     args = parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     # lists may also be given comma-separated (as the project's vars are)
     for name in ("rows", "methods", "domains", "seeds", "features"):
         values = [v.strip() for item in getattr(args, name) for v in str(item).split(",") if v.strip()]
@@ -1482,7 +1158,10 @@ def parse(argv=None):
 
 def main(argv=None) -> int:
     args = parse(argv)
-    return {"plan": cmd_plan, "run": cmd_run, "report": cmd_report, "adopt": cmd_adopt}[args.command](args)
+    if args.command == "report":
+        raise SystemExit("The study's report is written by the project's report generator: "
+                         f"python project/scripts/report.py study --results {rel(args.results)}")
+    return {"plan": cmd_plan, "run": cmd_run, "adopt": cmd_adopt}[args.command](args)
 
 
 if __name__ == "__main__":
