@@ -397,6 +397,25 @@ def test_run_jobs_directly_keeps_going_and_names_the_failure(tmp_path):
         run_jobs([Job("x", ok, "x.log", needs=["y"])], workers=1)
 
 
+def test_run_jobs_on_the_cluster_of_a_scheduler_address(tmp_path):
+    """--scheduler: the jobs go to the workers of a running cluster (here a local one, reached
+    only through its address, as a cluster on other machines would be)."""
+    from distributed import LocalCluster
+
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    from runner import Job, run_jobs
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as cluster:
+        jobs = [Job(f"job{i}", [sys.executable, "-c", f"import os; print('pid', os.getpid(), {i})"],
+                    f"job{i}.log", cwd=str(tmp_path)) for i in range(3)]
+        said = []
+        results = run_jobs(jobs, scheduler=cluster.scheduler_address, say=said.append)
+    assert [r.status for r in results] == ["ok", "ok", "ok"]
+    assert f"3 job(s) on the cluster of {cluster.scheduler_address}" in said
+    assert all("pid" in (tmp_path / f"job{i}.log").read_text() for i in range(3))
+
+
 def test_runner_run_without_open_names_the_fix(tmp_path):
     _project(tmp_path, POOL_PROJECT)
     res = subprocess.run([sys.executable, "scripts/runner.py", "run", "three"], cwd=tmp_path,
