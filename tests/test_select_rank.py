@@ -96,6 +96,14 @@ def test_ranked_selection_end_to_end(target, dev, tmp_path):
     assert ranked.score_min < ranked.score_max == ranked.selected_max
     scores = _lines(tmp_path / "o" / "selected.scores.tsv")
     assert scores[0].split("\t")[1] == selected[0]
+    # a raw-text section of a config reads it as it is
+    import spacy
+
+    from spacy_crossner.readers import create_multi_domain_corpus
+
+    reader = create_multi_domain_corpus({"raw": {"path": str(tmp_path / "o" / "selected.txt"), "raw": True, "domain": "ai"}})
+    (example,) = list(reader(spacy.blank("en")))
+    assert [t.text for t in example.reference] == selected[0].split() and not example.reference.ents
 
 
 def test_exclusion_is_normalised_and_catches_overlaps():
