@@ -41,7 +41,7 @@ data	O
 .	O
 """
 
-IN_DOMAIN = "Recurrent neural networks are trained with gradient descent for speech recognition."
+IN_DOMAIN = "Recurrent neural networks are trained with gradient descent for state-of-the-art speech recognition."
 OFF_DOMAIN = "The football team won the cup after a long match in the rain."
 OFF_2 = "My grandmother bakes bread every Sunday morning in her old kitchen."
 DEV_SENTENCE = "Convolutional networks classify images of handwritten digits very well."

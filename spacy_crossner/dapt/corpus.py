@@ -336,7 +336,8 @@ def select_corpus(
         (None: the bundled MiniLM), batch, and device (None: a GPU if torch sees one; -1: CPU).
     output_format (str): "txt" or "spacy". domain (Optional[str]): the domain of spacy output.
     lang (str): the spaCy language whose tokenizer splits ranked sentences into the tokens
-        written (and counted by min_tokens, max_tokens and top_tokens).
+        written (and counted by min_tokens, max_tokens and top_tokens); hyphenated words stay
+        whole, as in CrossNER's files.
     progress (Optional[bool]): a progress bar on stderr (None: when stderr is a terminal).
     RETURNS (SelectionSummary): counts, files written, and the ranking's summary.
     Raises DaptInputError for bad input (empty corpus, unknown task types, bad files...).
@@ -399,12 +400,10 @@ def select_corpus(
         exclusion = Exclusion(read_reference(exclude).sentences, ngram=exclude_ngram)
     score_fn = spacy_tokenizer = None
     if ranking:
-        import spacy
-
         from .rank import make_scorer
 
         try:
-            spacy_tokenizer = spacy.blank(lang).tokenizer
+            spacy_tokenizer = _tokenizer(lang)
         except (ImportError, KeyError) as err:
             raise DaptInputError(f"Unknown spaCy language {lang!r} (--lang): {err}") from None
 
@@ -513,6 +512,20 @@ def select_corpus(
         excluded=excluded,
         ranking=rank_summary,
     )
+
+
+def _tokenizer(lang: str):
+    """spaCy's tokenizer of ``lang``, keeping hyphenated words whole as CrossNER's files do
+    (``state-of-the-art``, ``back-propagation``)."""
+    import spacy
+    from spacy.lang.char_classes import HYPHENS
+    from spacy.util import compile_infix_regex
+
+    nlp = spacy.blank(lang)
+    infixes = [pattern for pattern in nlp.Defaults.infixes if HYPHENS not in pattern]
+    if infixes:
+        nlp.tokenizer.infix_finditer = compile_infix_regex(infixes).finditer
+    return nlp.tokenizer
 
 
 def _name(corpus: Any) -> str:
