@@ -32,6 +32,9 @@ ENTRY_POINTS = {
     "spacy_batchers": [
         "spacy_crossner.domain_schedule.v1 = spacy_crossner.readers:make_domain_schedule_batcher",
     ],
+    "spacy_augmenters": [
+        "spacy_crossner.mention_replace.v1 = spacy_crossner.augment:create_mention_replace_augmenter",
+    ],
     "spacy_callbacks": [
         "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",
         "spacy_crossner.torch_threads.v1 = spacy_crossner.torch_threads:make_torch_threads",

@@ -38,6 +38,7 @@ def create_multi_domain_corpus(
     shuffle: bool = True,
     max_length: int = 0,
     limit: int = 0,
+    augmenter: Optional[Callable[[Language, Example], Iterable[Example]]] = None,
 ) -> Callable[[Language], Iterable[Example]]:
     """Training examples from several domains, each a section of the config.
 
@@ -56,10 +57,13 @@ def create_multi_domain_corpus(
     max_length (int): skip docs longer than this many tokens (0 = no limit); skips are logged.
     limit (int): use at most this many docs of each corpus (0 = all); a corpus's own ``limit``
         takes precedence.
+    augmenter (Optional[Callable]): a spaCy augmenter (``[corpora.train.augmenter]``, e.g.
+        ``spacy_crossner.mention_replace.v1``) applied to every example of every pass.
     Files are read once; each pass samples and shuffles the docs anew.
     """
     entries = [CorpusEntry.from_config(name, value) for name, value in domains.items()]
-    return MultiDomainCorpus(entries, seed=seed, shuffle=shuffle, max_length=max_length, limit=limit)
+    return MultiDomainCorpus(entries, seed=seed, shuffle=shuffle, max_length=max_length, limit=limit,
+                             augmenter=augmenter)
 
 
 class CorpusEntry:
@@ -135,6 +139,7 @@ class MultiDomainCorpus:
         shuffle: bool = True,
         max_length: int = 0,
         limit: int = 0,
+        augmenter: Optional[Callable[[Language, Example], Iterable[Example]]] = None,
     ) -> None:
         if not entries:
             raise ValueError("MultiDomainCorpus: give at least one corpus in [corpora.*.domains]")
@@ -143,6 +148,7 @@ class MultiDomainCorpus:
         self.shuffle = shuffle
         self.max_length = max_length
         self.limit = limit
+        self.augmenter = augmenter
         self._passes = 0
         self._cache: Dict[Tuple[int, int], List[Doc]] = {}
 
@@ -158,7 +164,11 @@ class MultiDomainCorpus:
         if self.shuffle:
             rng.shuffle(pool)
         for doc in pool:
-            yield _gold_tokenized_example(nlp, doc)
+            example = _gold_tokenized_example(nlp, doc)
+            if self.augmenter is None:
+                yield example
+            else:
+                yield from self.augmenter(nlp, example)
 
     def _read(self, nlp: Language, entry: CorpusEntry) -> List[Doc]:
         path = entry.path
