@@ -20,6 +20,7 @@ The case is decided from the data (the share of words with an upper-case letter)
 import gzip
 import importlib.util
 import math
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Tuple
@@ -122,6 +123,10 @@ def make_vectors(
     nlp.vocab.vectors = vectors
     summary.keys = len(vectors.key2row)
     output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise VectorsError(f"Output {output_dir} is a file: give a folder to write the vectors to")
+    # Parent folders are created, as by convert: a missing one is not a missing input.
+    output_dir.mkdir(parents=True, exist_ok=True)
     nlp.to_disk(output_dir)
     summary.output = str(output_dir)
     return summary
@@ -220,20 +225,40 @@ def read_text_vectors(
 
 
 def numbered_lines(path: Path) -> Iterator[Tuple[int, str]]:
-    """Lines of a UTF-8 text file (gzipped or not) with their 1-based numbers."""
+    """Lines of a UTF-8 text file (gzipped or not) with their 1-based numbers. Lines may end in
+    ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac line endings), as in ``convert``; a damaged
+    gzip stream is an error naming the file and the last line read."""
     with path.open("rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
     opened = gzip.open(path, "rb") if gzipped else path.open("rb")
-    with opened as f:
-        for line_no, raw in enumerate(f, start=1):
-            try:
-                yield line_no, raw.decode("utf8")
-            except UnicodeDecodeError as err:
-                raise VectorsError(
-                    f"{path}, line {line_no}: not UTF-8 text ({err.reason} at byte {err.start}); "
-                    "binary word2vec files are not read: save them as text (e.g. gensim's "
-                    "KeyedVectors.save_word2vec_format(path, binary=False))"
-                ) from None
+    line_no = 0
+    try:
+        with opened as f:
+            for raw in f:
+                if b"\r" in raw.rstrip(b"\r\n"):
+                    parts = raw.replace(b"\r\n", b"\n").split(b"\r")
+                    if not parts[-1].strip(b"\n"):
+                        parts.pop()  # the end of the last line, not an extra line
+                else:
+                    parts = [raw]
+                for part in parts:
+                    line_no += 1
+                    try:
+                        yield line_no, part.decode("utf8")
+                    except UnicodeDecodeError as err:
+                        raise VectorsError(
+                            f"{path}, line {line_no}: not UTF-8 text ({err.reason} at byte "
+                            f"{err.start}); binary word2vec files are not read: save them as text "
+                            "(e.g. gensim's KeyedVectors.save_word2vec_format(path, binary=False))"
+                        ) from None
+    except (EOFError, OSError, zlib.error) as err:
+        if isinstance(err, FileNotFoundError) or not gzipped:
+            raise
+        raise VectorsError(
+            f"{path}, line {line_no + 1} (of the uncompressed text): the gzip stream is damaged "
+            f"or truncated ({type(err).__name__}: {err}); download or compress the file again "
+            f"(`gzip -t {path}` checks it)"
+        ) from None
 
 
 def parse_header(line: str) -> Optional[Tuple[int, int]]:
