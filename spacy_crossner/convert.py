@@ -283,6 +283,7 @@ def column_file_to_docs(
         entities) and, for documents, sentence starts.
     """
     for group in _group_sentences(column_file, by_document):
+        _check_entity_edges(column_file, group)
         doc, spans, repairs = _make_doc(
             vocab, group, column_file.scheme, by_document, label_map
         )
@@ -292,6 +293,23 @@ def column_file_to_docs(
             summary.entities.update(label for _, _, label in spans)
             summary.repairs.update(repairs)
         yield doc
+
+
+def _check_entity_edges(column_file: ColumnFile, sentences: Sequence[Sentence]) -> None:
+    """An entity may not begin or end on a token that is only whitespace (a no-break space read
+    as a token of a tab-separated file): no model can predict an entity edge there, so the gold
+    entity would be counted as missed by every model."""
+    for sent in sentences:
+        spans, _ = tags_to_spans(sent.tags, column_file.scheme)
+        for start, end, label in spans:
+            for i in (start, end - 1):
+                if not strip_controls(sent.words[i]):
+                    raise FormatError(
+                        column_file.path, sent.lines[i],
+                        f"the entity {label!r} {'begins' if i == start else 'ends'} on the token "
+                        f"{sent.words[i]!r}, which is only whitespace; no model can predict an "
+                        "entity edge there: tag it O or move the entity's edge to a word",
+                    )
 
 
 def _write_column_file(
@@ -493,6 +511,39 @@ def looks_like_columns(text: str) -> bool:
     return seen
 
 
+def _column_line(line: str) -> bool:
+    """True for a line that reads as one token and its tag: a tab before an O or PREFIX-LABEL
+    tag, or two fields the second of which is a PREFIX-LABEL tag ("Alice B-person")."""
+    fields = line.split()
+    if len(fields) < 2:
+        return False
+    try:
+        prefix, _ = split_tag(strip_controls(fields[-1]))
+    except ValueError:
+        return False
+    return "\t" in line.strip() or (len(fields) == 2 and prefix != "O")
+
+
+def _check_not_mixed(path: Path) -> None:
+    """A file read as plain text must not hold token/tag lines: their tags would be written as
+    words of the raw text."""
+    lines = split_lines(read_utf8(path))
+    column = next((n for n, line in enumerate(lines, 1) if _column_line(line)), None)
+    if column is None:
+        return
+    plain = next(
+        (n for n, line in enumerate(lines, 1)
+         if line.split() and not is_docstart(line.split()[0]) and not _column_line(line)),
+        None,
+    )
+    raise ConversionError(
+        f"{path}, line {column} is a token/tag line ({lines[column - 1][:60]!r}) but line {plain} "
+        f"is not ({lines[plain - 1][:60]!r}), so the file is neither a column file nor plain text; "
+        "fix the file, or pass --input-format columns (tags dropped) or --input-format text "
+        "(every field kept as a word)"
+    )
+
+
 def _read_plain_text(path: Path):
     lines = split_lines(read_utf8(path))
     sentences = [line.split() for line in lines]
@@ -560,6 +611,8 @@ def write_raw_text(
             column_file = read_column_file(path, sep=sep)
             read = [s.words for s in column_file.sentences]
         else:
+            if input_format == "auto":
+                _check_not_mixed(path)
             read, empty = _read_plain_text(path)
             summary.empty_lines += empty
         summary.per_input[str(path)] = len(read)

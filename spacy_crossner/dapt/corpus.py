@@ -31,7 +31,7 @@ import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from ..gazetteer import Gazetteer
 
@@ -69,9 +69,11 @@ def iter_lines(path: Union[str, Path], *, max_line_chars: int = DEFAULT_MAX_LINE
                 # readline(limit) never reads more than one line's worth past the limit.
                 line = file_.readline(max_line_chars + 1)
             except UnicodeDecodeError as err:
+                # The text layer decodes whole chunks, so `number` may be an earlier line.
+                line_no, column, byte = _first_bad_utf8(path)
                 raise DaptInputError(
-                    f"{path} is not UTF-8 text (line {number}: {err.reason} at byte {err.start} "
-                    "of the chunk read). Convert it, e.g. with iconv -f latin1 -t utf8."
+                    f"{path}, line {line_no}: not UTF-8 text ({err.reason}: byte 0x{byte:02x} at "
+                    f"byte {column} of the line). Convert it, e.g. with iconv -f latin1 -t utf8."
                 ) from None
             if not line:
                 return
@@ -82,6 +84,24 @@ def iter_lines(path: Union[str, Path], *, max_line_chars: int = DEFAULT_MAX_LINE
                     "sentence or paragraph per line (or raise the line-length limit)."
                 )
             yield text
+
+
+def _first_bad_utf8(path: Path) -> Tuple[int, int, int]:
+    """(line, 0-based byte offset in that line, the byte) of the first byte of a file that is not
+    UTF-8; lines end in \\n, \\r\\n or \\r, as ``iter_lines`` reads them."""
+    number = 0
+    with path.open("rb") as file_:
+        for raw in file_:
+            parts = raw.replace(b"\r\n", b"\n").split(b"\r")
+            if len(parts) > 1 and not parts[-1].strip(b"\n"):
+                parts.pop()
+            for part in parts:
+                number += 1
+                try:
+                    part.decode("utf8")
+                except UnicodeDecodeError as err:
+                    return number, err.start, part[err.start]
+    return number, 0, 0
 
 
 def split_sentences(text: str) -> List[str]:
