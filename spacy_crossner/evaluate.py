@@ -210,6 +210,9 @@ def evaluate(
 
     if mode not in MODES:
         raise EvaluationError(f"Unknown mode '{mode}': choose one of {', '.join(MODES)}")
+    if output is not None and Path(output).is_dir():
+        # checked before scoring, not after minutes of it
+        raise EvaluationError(f"--output {output} is a folder: give the path of the JSON file to write")
     try:
         label_map = load_label_map(label_map)
     except LabelMapError as err:

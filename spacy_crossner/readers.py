@@ -168,6 +168,11 @@ class MultiDomainCorpus:
         path = entry.path
         where = f"{entry.setting} path = {path}"
         if path.is_file() and path.suffix in RAW_TEXT_SUFFIXES:
+            if not entry.raw and entry.setting == DOMAIN_CORPUS:
+                raise ValueError(
+                    f"{DOMAIN_CORPUS}: path = {path} is a text file; convert it first: python -m "
+                    f"spacy_crossner convert {path} OUTPUT_DIR --domain DOMAIN"
+                )
             if not entry.raw:
                 raise ValueError(
                     f"MultiDomainCorpus: {entry.name}.path = {path} is a text file; set "

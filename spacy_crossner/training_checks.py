@@ -22,7 +22,7 @@ def check_initialize(labels: Dict[str, List[str]], nlp: Any) -> None:
     :func:`check_dev_corpus`."""
     check_labels(labels)
     if nlp is not None:
-        check_dev_corpus(nlp)
+        check_dev_corpus(nlp, labels)
 
 
 def check_labels(labels: Dict[str, List[str]]) -> None:
@@ -48,14 +48,18 @@ def check_labels(labels: Dict[str, List[str]]) -> None:
     )
 
 
-def check_dev_corpus(nlp: Any) -> None:
-    """The dev corpus of ``nlp.config`` (``[training] dev_corpus``) has gold entities.
+def check_dev_corpus(nlp: Any, labels: Optional[Dict[str, List[str]]] = None) -> None:
+    """The dev corpus of ``nlp.config`` (``[training] dev_corpus``) is readable and has gold
+    entities; gold types the model has no label for (in the docs' domain) are warned about.
 
-    Only the setup of ``spacy train`` is checked: when the config names no dev corpus or it cannot
-    be read here (no path set, as in a pipeline initialised outside training), spaCy reports
-    that itself when it reads the corpus.
+    Only the setup of ``spacy train`` is checked: when the config names no dev corpus or its
+    reader cannot be built here (no path set, as in a pipeline initialised outside training),
+    spaCy reports that itself when it reads the corpus. An error of this package's reader when
+    reading is raised now, naming the section, rather than at the first evaluation.
     """
     from spacy.util import registry
+
+    from .domains import get_domain
 
     try:
         config = nlp.config.interpolate()
@@ -64,19 +68,41 @@ def check_dev_corpus(nlp: Any) -> None:
         for part in dot_name.split("."):
             section = section[part]
         reader = registry.resolve({"reader": section})["reader"]
-        examples = list(reader(nlp))
     except Exception:  # noqa: BLE001 - not this check's concern; spaCy reports it when reading
         return
-    if not examples or any(len(eg.reference.ents) for eg in examples):
+    ours = str(section.get("@readers", "")).startswith("spacy_crossner.")
+    try:
+        examples = list(reader(nlp))
+    except ValueError as err:
+        if ours:
+            raise ValueError(f"[{dot_name}] (the dev corpus): {err}") from None
+        return
+    except Exception:  # noqa: BLE001
         return
     path = section.get("path") if isinstance(section, dict) else None
-    raise ValueError(
-        f"[{dot_name}] ({section.get('@readers')}"
-        + (f", path = {path}" if path else "")
-        + f"): none of its {len(examples)} docs has a gold entity, so every model scores "
-        "ents_f = 0, model-best would be the untrained model and patience would stop training "
-        "early. Use the target domain's labelled dev set (--paths.dev / [paths])."
-    )
+    where = f"[{dot_name}] ({section.get('@readers')}" + (f", path = {path})" if path else ")")
+    if examples and not any(len(eg.reference.ents) for eg in examples):
+        raise ValueError(
+            f"{where}: none of its {len(examples)} docs has a gold entity, so every model "
+            "scores ents_f = 0, model-best would be the untrained model and patience would stop "
+            "training early. Use the target domain's labelled dev set (--paths.dev / [paths])."
+        )
+    if not labels:
+        return
+    unknown: Dict[str, set] = {}
+    for eg in examples:
+        domain = get_domain(eg.reference)
+        known = set(labels.get(domain, ())) if domain in labels else None
+        for ent in eg.reference.ents:
+            if known is not None and ent.label_ not in known:
+                unknown.setdefault(domain, set()).add(ent.label_)
+    for domain, missing in unknown.items():
+        warnings.warn(
+            f"{where}: its docs of domain {domain!r} have gold types the model has no label for "
+            f"in that domain ({', '.join(sorted(missing))}): they count as misses in every "
+            "evaluation. Is it the dev set of the training domain?",
+            UserWarning,
+        )
 
 
 def check_distinct_domains(entries: Sequence[Any], docs: Sequence[Sequence[Any]]) -> None:

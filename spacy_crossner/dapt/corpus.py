@@ -202,8 +202,16 @@ def select_corpus(
                 f"its types are {sorted(gazetteer.types)}"
             )
     output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise DaptInputError(f"The output directory {output_dir} is a file; give a directory path")
     output_dir.mkdir(parents=True, exist_ok=True)
     files = {level: output_dir / f"{level}.txt" for level in LEVELS}
+    for level_file in files.values():
+        if level_file.exists() and level_file.resolve() == Path(corpus).resolve():
+            raise DaptInputError(
+                f"{level_file} is the corpus itself: it would be overwritten while read; give "
+                "another output directory"
+            )
     counts = {level: LevelCounts() for level in LEVELS}
     seen: Set[bytes] = set()
     lines_read = sentences_read = duplicates = 0
