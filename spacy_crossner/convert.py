@@ -190,6 +190,11 @@ def _resolve_inputs(input_path: Path) -> Tuple[List[Path], List[Tuple[Path, str]
                 f"skipped: {listed}). Name a file directly to convert it whatever its name"
             )
         return files, skipped
+    if input_path.suffix == ".spacy":
+        raise ConversionError(
+            f"{input_path} is a .spacy DocBin, already converted: use it with spacy train or "
+            "evaluate as it is (convert reads token/tag column files)"
+        )
     return [input_path], []
 
 
@@ -511,6 +516,23 @@ def looks_like_columns(text: str) -> bool:
     return seen
 
 
+def _check_raw_output(output: Path, fmt: str, files: Sequence[Path]) -> None:
+    """The output is a file path that is none of the inputs, named for what is written (the
+    readers tell raw text from a DocBin by the suffix)."""
+    if output.is_dir():
+        raise ConversionError(f"Output {output} is a folder: give the path of the file to write")
+    if output.exists() and any(output.resolve() == Path(f).resolve() for f in files):
+        raise ConversionError(
+            f"Output {output} is also an input: writing it would replace that input before it "
+            "is read; give another output path"
+        )
+    if fmt == "spacy" and output.suffix != ".spacy":
+        raise ConversionError(
+            f"Output {output}: --format spacy writes a DocBin; name it .spacy (a {output.suffix or 'suffix-less'} "
+            "file is read as raw text by the readers)"
+        )
+
+
 def _column_line(line: str) -> bool:
     """True for a line that reads as one token and its tag: a tab before an O or PREFIX-LABEL
     tag, or two fields the second of which is a PREFIX-LABEL tag ("Alice B-person")."""
@@ -600,6 +622,7 @@ def write_raw_text(
         files.extend(found)
         skipped.extend(not_read)
     output = Path(output)
+    _check_raw_output(output, fmt, files)
     summary = RawTextSummary(output, skipped=skipped)
     seen = set()
     sentences: List[List[str]] = []

@@ -46,9 +46,14 @@ class Run:
         per_type = scores.get("ents_per_type") or {}
         if not isinstance(per_type, dict):
             raise ReportError(f"{path}: ents_per_type must be an object {{label: {{p, r, f}}}}")
+        bad = next((label for label, v in per_type.items() if not isinstance(v, dict)), None)
+        if bad is not None:
+            raise ReportError(
+                f"{path}: ents_per_type[{bad!r}] must be an object {{p, r, f}}, got {per_type[bad]!r}"
+            )
         values = [scores.get(k) for k in ("ents_p", "ents_r", "ents_f")]
         values += [v.get(k) for v in per_type.values() for k in ("p", "r", "f")]
-        if any(v is not None and not isinstance(v, (int, float)) for v in values):
+        if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
             raise ReportError(f"{path}: scores must be numbers")
         # spaCy writes fractions; a file holding percentages is read as such
         scale = 1.0 if any(v is not None and v > 1.0 for v in values) else 100.0

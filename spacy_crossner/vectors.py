@@ -19,6 +19,7 @@ The case is decided from the data (the share of words with an upper-case letter)
 """
 import gzip
 import importlib.util
+import json
 import math
 import zlib
 from dataclasses import dataclass
@@ -110,6 +111,11 @@ def make_vectors(
         raise VectorsError(f"case = {case!r}: use one of {', '.join(CASES)}")
     if truncate < 0:
         raise VectorsError(f"truncate = {truncate}: use 0 (all rows) or a positive row count")
+    try:
+        spacy.util.get_lang_class(lang)
+    except ImportError:
+        raise VectorsError(f"lang = {lang!r}: not a spaCy language code (e.g. en, de, xx)") from None
+    check_output_dir(Path(output_dir))
     words, data, summary = read_vectors(source, truncate=truncate, show_progress=show_progress)
     summary.case, summary.case_reason, summary.case_warning = decide_case(words, case)
     nlp = spacy.blank(lang)
@@ -123,13 +129,31 @@ def make_vectors(
     nlp.vocab.vectors = vectors
     summary.keys = len(vectors.key2row)
     output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise VectorsError(f"Output {output_dir} is a file: give a folder to write the vectors to")
     # Parent folders are created, as by convert: a missing one is not a missing input.
     output_dir.mkdir(parents=True, exist_ok=True)
     nlp.to_disk(output_dir)
     summary.output = str(output_dir)
     return summary
+
+
+def check_output_dir(output_dir: Path) -> None:
+    """The output may be new, empty, or an earlier output of this command (a pipeline without
+    components), which is replaced; anything else (a trained pipeline, other files) is kept."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise VectorsError(f"Output {output_dir} is a file: give a folder to write the vectors to")
+    if not output_dir.is_dir() or not any(output_dir.iterdir()):
+        return
+    try:
+        meta = json.loads((output_dir / "meta.json").read_text(encoding="utf8"))
+        earlier = isinstance(meta, dict) and meta.get("pipeline") == [] and meta.get("vectors")
+    except (OSError, ValueError):
+        earlier = False
+    if not earlier:
+        held = ", ".join(sorted(p.name for p in output_dir.iterdir())[:4])
+        raise VectorsError(
+            f"Output {output_dir} is not empty ({held}, ...) and is not an earlier vectors "
+            "output: its files would be overwritten; give a new or empty folder"
+        )
 
 
 def read_vectors(
