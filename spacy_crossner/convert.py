@@ -550,9 +550,11 @@ def _check_not_mixed(path: Path) -> None:
     """A file read as plain text must not hold token/tag lines: their tags would be written as
     words of the raw text."""
     lines = split_lines(read_utf8(path))
-    column = next((n for n, line in enumerate(lines, 1) if _column_line(line)), None)
-    if column is None:
+    columns = [n for n, line in enumerate(lines, 1) if _column_line(line)]
+    # one space-separated "word B-xx" line may be text ("see B-52"); a tab or a second one is not
+    if not columns or (len(columns) == 1 and "\t" not in lines[columns[0] - 1].strip()):
         return
+    column = columns[0]
     plain = next(
         (n for n, line in enumerate(lines, 1)
          if line.split() and not is_docstart(line.split()[0]) and not _column_line(line)),

@@ -89,7 +89,7 @@ def test_5_raw_text_refuses_a_file_mixing_tag_lines_and_text(tmp_path):
 
 def test_5_plain_text_with_a_tag_like_word_is_still_text(tmp_path):
     source = tmp_path / "t.txt"
-    source.write_text("Vitamin B-12 helps\nplain sentence\n", encoding="utf8")
+    source.write_text("Vitamin B-12 helps\nsee B-52\nplain sentence\n", encoding="utf8")
     result = cli("raw-text", source, "-o", tmp_path / "r.txt", "-d", "ai")
     assert result.exit_code == 0, result.output
 
