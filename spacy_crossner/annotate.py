@@ -477,6 +477,11 @@ def annotate(
     fingerprints: Dict[str, str] = {}
     shards = plan_shards(files, shard_size, root=inputs if inputs.is_dir() else None,
                          domain=domain, fingerprints=fingerprints)
+    if not shards:
+        raise AnnotateError(
+            f"Input {inputs} holds no docs ({', '.join(str(f) for f in files[:3])} "
+            f"{'are' if len(files) > 1 else 'is'} empty): nothing to annotate"
+        )
     output_dir.mkdir(parents=True, exist_ok=True)
     plan = {"inputs": str(inputs.resolve()), "shard_size": shard_size, "shards": [asdict(s) for s in shards]}
     _check_manifest(output_dir, plan)

@@ -421,3 +421,12 @@ def test_sweep_dev_corpus_is_read_at_initialization(tmp_path):
                       r"that domain \(location, person\)"):
         _init("bilstm_target.cfg", **{"paths.target_train": train_path, "paths.target_dev": news_dev,
                                       "vars.target_domain": "ai"})
+
+
+def test_sweep_annotate_empty_input_is_an_error(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf8")
+    result = cli("annotate", "model", empty, tmp_path / "out")
+    assert result.exit_code == 1
+    assert f"Input {empty} holds no docs ({empty} is empty): nothing to annotate" in result.output
+    assert not (tmp_path / "out").exists()
