@@ -155,10 +155,21 @@ def _load_docs(data: Path, vocab) -> list:
         try:
             docs.extend(DocBin().from_disk(file).get_docs(vocab))
         except Exception as err:  # a corrupt or non-DocBin file
-            raise EvaluationError(f"Cannot read {file} as a .spacy DocBin: {err}") from err
+            raise EvaluationError(_unreadable_docbin(file, err)) from err
     if not docs:
         raise EvaluationError(f"{data} holds no docs")
     return docs
+
+
+def _unreadable_docbin(file: Path, err: Exception) -> str:
+    """What to do about a data file that is not a DocBin. spaCy's E1014 suggests its own
+    `spacy convert file.json`, which is not how CrossNER's column files are converted."""
+    detail = "" if "E1014" in str(err) else f" ({type(err).__name__}: {err})"
+    return (
+        f"Cannot read {file} as a .spacy DocBin{detail}. A token/tag column file (CoNLL, "
+        f"CrossNER) must be converted first: python -m spacy_crossner convert {file} OUTPUT_DIR "
+        "--domain DOMAIN, then evaluate on OUTPUT_DIR"
+    )
 
 
 def evaluate(
@@ -199,6 +210,9 @@ def evaluate(
 
     if mode not in MODES:
         raise EvaluationError(f"Unknown mode '{mode}': choose one of {', '.join(MODES)}")
+    if output is not None and Path(output).is_dir():
+        # checked before scoring, not after minutes of it
+        raise EvaluationError(f"--output {output} is a folder: give the path of the JSON file to write")
     try:
         label_map = load_label_map(label_map)
     except LabelMapError as err:

@@ -25,10 +25,12 @@ from .convert import looks_like_columns
 from .docbin import read_docbin, spacy_files
 from .domains import example_domain, get_domain, set_domain
 from .formats import FormatError, read_utf8, split_lines
+from .training_checks import check_distinct_domains, missing_path
 
 logger = logging.getLogger("spacy_crossner")
 
 RAW_TEXT_SUFFIXES = (".txt", ".text", ".raw")
+DOMAIN_CORPUS = "spacy_crossner.DomainCorpus.v1"
 
 
 @registry.readers("spacy_crossner.MultiDomainCorpus.v1")
@@ -84,7 +86,7 @@ class CorpusEntry:
     ) -> None:
         self.name = name
         self.setting = setting or f"[corpora.*.domains.{name}]"
-        self.path = _check_path(path, f"{name}.path")
+        self.path = _check_path(path, f"{name}.path", self.setting, name)
         self.domain = domain
         if not isinstance(upsample, (int, float)) or not upsample >= 0:
             raise ValueError(f"MultiDomainCorpus: {name}.upsample must be a number >= 0, got {upsample!r}")
@@ -124,7 +126,7 @@ def create_domain_corpus(
     max_length (int): skip docs longer than this (0 = no limit).
     limit (int): at most this many docs (0 = all).
     """
-    entry = CorpusEntry("corpus", path, domain=domain, setting="spacy_crossner.DomainCorpus.v1")
+    entry = CorpusEntry("corpus", path, domain=domain, setting=DOMAIN_CORPUS)
     return MultiDomainCorpus([entry], shuffle=False, max_length=max_length, limit=limit)
 
 
@@ -160,6 +162,8 @@ class MultiDomainCorpus:
             key = (i, id(nlp.vocab))
             if key not in self._cache:
                 self._cache[key] = self._read(nlp, entry)
+                if i == len(self.entries) - 1:
+                    check_distinct_domains(self.entries, [self._cache[(j, key[1])] for j in range(i + 1)])
             pool.extend(_sample(self._cache[key], entry.upsample, rng))
         if self.shuffle:
             rng.shuffle(pool)
@@ -174,6 +178,11 @@ class MultiDomainCorpus:
         path = entry.path
         where = f"{entry.setting} path = {path}"
         if path.is_file() and path.suffix in RAW_TEXT_SUFFIXES:
+            if not entry.raw and entry.setting == DOMAIN_CORPUS:
+                raise ValueError(
+                    f"{DOMAIN_CORPUS}: path = {path} is a text file; convert it first: python -m "
+                    f"spacy_crossner convert {path} OUTPUT_DIR --domain DOMAIN"
+                )
             if not entry.raw:
                 raise ValueError(
                     f"MultiDomainCorpus: {entry.name}.path = {path} is a text file; set "
@@ -225,12 +234,15 @@ def _check_read(entry: CorpusEntry, docs: List[Doc], skipped: int, where: str, m
         )
 
 
-def _check_path(path: Union[str, Path], setting: str) -> Path:
+def _check_path(path: Union[str, Path], setting: str, section: str = "", name: str = "") -> Path:
     if path is None or str(path) in ("", "None", "null"):
         raise ValueError(f"MultiDomainCorpus: {setting} is not set")
     path = Path(path)
     if not path.exists():
-        raise ValueError(f"MultiDomainCorpus: {setting} = {path} does not exist")
+        if section == DOMAIN_CORPUS:
+            raise ValueError(missing_path(DOMAIN_CORPUS, "path", path, "[corpora.dev], e.g. --paths.target_dev"))
+        raise ValueError(missing_path("spacy_crossner.MultiDomainCorpus.v1", setting, path,
+                                      f"[corpora.train.domains.{name}]"))
     return path
 
 

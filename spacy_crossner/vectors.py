@@ -19,7 +19,9 @@ The case is decided from the data (the share of words with an upper-case letter)
 """
 import gzip
 import importlib.util
+import json
 import math
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Tuple
@@ -109,6 +111,11 @@ def make_vectors(
         raise VectorsError(f"case = {case!r}: use one of {', '.join(CASES)}")
     if truncate < 0:
         raise VectorsError(f"truncate = {truncate}: use 0 (all rows) or a positive row count")
+    try:
+        spacy.util.get_lang_class(lang)
+    except ImportError:
+        raise VectorsError(f"lang = {lang!r}: not a spaCy language code (e.g. en, de, xx)") from None
+    check_output_dir(Path(output_dir))
     words, data, summary = read_vectors(source, truncate=truncate, show_progress=show_progress)
     summary.case, summary.case_reason, summary.case_warning = decide_case(words, case)
     nlp = spacy.blank(lang)
@@ -122,9 +129,31 @@ def make_vectors(
     nlp.vocab.vectors = vectors
     summary.keys = len(vectors.key2row)
     output_dir = Path(output_dir)
+    # Parent folders are created, as by convert: a missing one is not a missing input.
+    output_dir.mkdir(parents=True, exist_ok=True)
     nlp.to_disk(output_dir)
     summary.output = str(output_dir)
     return summary
+
+
+def check_output_dir(output_dir: Path) -> None:
+    """The output may be new, empty, or an earlier output of this command (a pipeline without
+    components), which is replaced; anything else (a trained pipeline, other files) is kept."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise VectorsError(f"Output {output_dir} is a file: give a folder to write the vectors to")
+    if not output_dir.is_dir() or not any(output_dir.iterdir()):
+        return
+    try:
+        meta = json.loads((output_dir / "meta.json").read_text(encoding="utf8"))
+        earlier = isinstance(meta, dict) and meta.get("pipeline") == [] and meta.get("vectors")
+    except (OSError, ValueError):
+        earlier = False
+    if not earlier:
+        held = ", ".join(sorted(p.name for p in output_dir.iterdir())[:4])
+        raise VectorsError(
+            f"Output {output_dir} is not empty ({held}, ...) and is not an earlier vectors "
+            "output: its files would be overwritten; give a new or empty folder"
+        )
 
 
 def read_vectors(
@@ -220,20 +249,40 @@ def read_text_vectors(
 
 
 def numbered_lines(path: Path) -> Iterator[Tuple[int, str]]:
-    """Lines of a UTF-8 text file (gzipped or not) with their 1-based numbers."""
+    """Lines of a UTF-8 text file (gzipped or not) with their 1-based numbers. Lines may end in
+    ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac line endings), as in ``convert``; a damaged
+    gzip stream is an error naming the file and the last line read."""
     with path.open("rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
     opened = gzip.open(path, "rb") if gzipped else path.open("rb")
-    with opened as f:
-        for line_no, raw in enumerate(f, start=1):
-            try:
-                yield line_no, raw.decode("utf8")
-            except UnicodeDecodeError as err:
-                raise VectorsError(
-                    f"{path}, line {line_no}: not UTF-8 text ({err.reason} at byte {err.start}); "
-                    "binary word2vec files are not read: save them as text (e.g. gensim's "
-                    "KeyedVectors.save_word2vec_format(path, binary=False))"
-                ) from None
+    line_no = 0
+    try:
+        with opened as f:
+            for raw in f:
+                if b"\r" in raw.rstrip(b"\r\n"):
+                    parts = raw.replace(b"\r\n", b"\n").split(b"\r")
+                    if not parts[-1].strip(b"\n"):
+                        parts.pop()  # the end of the last line, not an extra line
+                else:
+                    parts = [raw]
+                for part in parts:
+                    line_no += 1
+                    try:
+                        yield line_no, part.decode("utf8")
+                    except UnicodeDecodeError as err:
+                        raise VectorsError(
+                            f"{path}, line {line_no}: not UTF-8 text ({err.reason} at byte "
+                            f"{err.start}); binary word2vec files are not read: save them as text "
+                            "(e.g. gensim's KeyedVectors.save_word2vec_format(path, binary=False))"
+                        ) from None
+    except (EOFError, OSError, zlib.error) as err:
+        if isinstance(err, FileNotFoundError) or not gzipped:
+            raise
+        raise VectorsError(
+            f"{path}, line {line_no + 1} (of the uncompressed text): the gzip stream is damaged "
+            f"or truncated ({type(err).__name__}: {err}); download or compress the file again "
+            f"(`gzip -t {path}` checks it)"
+        ) from None
 
 
 def parse_header(line: str) -> Optional[Tuple[int, int]]:

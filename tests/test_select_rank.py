@@ -207,7 +207,7 @@ def test_clear_errors(target, tmp_path):
         select_corpus(corpus=broken, output_dir=out, target=[target], scorer="lexical", top_n=1)
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"fine line\nCaf\xe9\n")
-    with pytest.raises(DaptInputError, match=r"latin.txt is not UTF-8 text \(line 2"):
+    with pytest.raises(DaptInputError, match=r"latin.txt, line 2: not UTF-8 text"):
         select_corpus(corpus=latin, output_dir=out, target=[target], scorer="lexical", top_n=1)
     bad_target = tmp_path / "bad_target.txt"
     bad_target.write_bytes(b"Neural\tB-algorithm\nnets\t\xff\n")

@@ -51,7 +51,16 @@ def dapt_command(
     save_steps: int = typer.Option(10_000, "--save-steps", help="Save a checkpoint every N steps."),
     logging_steps: int = typer.Option(100, "--logging-steps", help="Log the training loss every N steps."),
     gradient_accumulation_steps: int = typer.Option(1, "--grad-accum", help="Steps accumulated per update."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints."),
+    resume: bool = typer.Option(
+        False, "--resume",
+        help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints. Promised: the "
+        "weights, optimizer and learning-rate schedule, step count and tokens seen continue from "
+        "the checkpoint, training ends at the same total --max-steps/--epochs, the held-out "
+        "loss is measured on the same blocks and masks, and the corpus and options must be "
+        "those of the first run (checked; only --max-steps/--epochs may grow). Not promised: "
+        "the same result as an uninterrupted run; the batches after the checkpoint are "
+        "shuffled and masked anew, so the final loss differs a little.",
+    ),
     progress: Optional[bool] = typer.Option(
         None, "--progress/--no-progress",
         help="--progress: a progress bar; --no-progress: a line (step, loss, time left) every "

@@ -86,9 +86,11 @@ def iter_lines(path: Union[str, Path], *, max_line_chars: int = DEFAULT_MAX_LINE
             try:
                 text = data.decode("utf8")
             except UnicodeDecodeError as err:
+                # The text layer decodes whole chunks, so `number` may be an earlier line.
+                line_no, column, byte = _first_bad_utf8(path)
                 raise DaptInputError(
-                    f"{path} is not UTF-8 text (line {number + 1}: {err.reason} at byte {err.start} "
-                    "of the line). Convert it, e.g. with iconv -f latin1 -t utf8."
+                    f"{path}, line {line_no}: not UTF-8 text ({err.reason}: byte 0x{byte:02x} at "
+                    f"byte {column} of the line). Convert it, e.g. with iconv -f latin1 -t utf8."
                 ) from None
             text = text[:-1] if text.endswith("\n") else text
             text = text[:-1] if text.endswith("\r") else text
@@ -105,6 +107,24 @@ def _too_long(path: Path, number: int, max_line_chars: int) -> None:
         f"{path}: line {number} is longer than {max_line_chars:,} characters. Give one "
         "sentence or paragraph per line (or raise the line-length limit)."
     )
+
+
+def _first_bad_utf8(path: Path) -> Tuple[int, int, int]:
+    """(line, 0-based byte offset in that line, the byte) of the first byte of a file that is not
+    UTF-8; lines end in \\n, \\r\\n or \\r, as ``iter_lines`` reads them."""
+    number = 0
+    with path.open("rb") as file_:
+        for raw in file_:
+            parts = raw.replace(b"\r\n", b"\n").split(b"\r")
+            if len(parts) > 1 and not parts[-1].strip(b"\n"):
+                parts.pop()
+            for part in parts:
+                number += 1
+                try:
+                    part.decode("utf8")
+                except UnicodeDecodeError as err:
+                    return number, err.start, part[err.start]
+    return number, 0, 0
 
 
 def split_sentences(text: str) -> List[str]:
@@ -409,10 +429,19 @@ def select_corpus(
 
         score_fn = make_scorer(scorer, background=background, model=model, batch_size=batch_size, gpu_id=gpu_id)
     output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise DaptInputError(f"The output directory {output_dir} is a file; give a directory path")
     output_dir.mkdir(parents=True, exist_ok=True)
     files: Dict[str, Path] = {} if ranking else {level: output_dir / f"{level}.txt" for level in LEVELS}
     counts: Dict[str, LevelCounts] = {} if ranking else {level: LevelCounts() for level in LEVELS}
     rank_summary = RankingSummary(scorer=scorer) if ranking else None
+    written = files.values() if not ranking else [output_dir / "selected.txt", output_dir / "selected.scores.tsv"]
+    for out_file in written if isinstance(corpus, (str, Path)) else ():
+        if out_file.exists() and out_file.resolve() == Path(corpus).resolve():
+            raise DaptInputError(
+                f"{out_file} is the corpus itself: it would be overwritten; give another output "
+                "directory"
+            )
     seen: Set[bytes] = set()
     lines_read = sentences_read = duplicates = excluded = 0
     writers = {} if ranking else {
