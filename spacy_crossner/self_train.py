@@ -394,16 +394,15 @@ class SelfTrainSummary:
         return self.rounds[-1].student
 
 
-def student_config(config: Union[str, Path], pseudo: Union[str, Path], domain: str,
-                   upsample: float, overrides: Dict[str, Any]):
-    """The config ``config`` with ``overrides`` and the pseudo-labelled corpus as the section
-    ``[corpora.train.domains.pseudo]`` (domain ``domain``, the target's)."""
+def load_student_config(config: Union[str, Path], overrides: Dict[str, Any]):
+    """The student's config with ``overrides``, checked: ``[corpora.train]`` must be a
+    MultiDomainCorpus without a ``pseudo`` section of its own."""
     config = Path(config)
     if not config.exists():
         raise PseudoLabelError(f"Config {config} does not exist")
     try:
         cfg = util.load_config(config, overrides=overrides, interpolate=False)
-    except Exception as err:  # thinc's ConfigValidationError and parse errors
+    except Exception as err:  # confection's ConfigValidationError and parse errors
         raise PseudoLabelError(f"Config {config}: {err}") from None
     train = cfg.get("corpora", {}).get("train", {})
     if train.get("@readers") != "spacy_crossner.MultiDomainCorpus.v1" or "domains" not in train:
@@ -416,8 +415,16 @@ def student_config(config: Union[str, Path], pseudo: Union[str, Path], domain: s
             f"Config {config} already has [corpora.train.domains.{PSEUDO_SECTION}], the section "
             "self-train writes: rename it"
         )
-    train["domains"][PSEUDO_SECTION] = {"path": str(Path(pseudo).resolve()), "domain": domain,
-                                        "upsample": upsample}
+    return cfg
+
+
+def with_pseudo_corpus(cfg, pseudo: Union[str, Path], domain: str, upsample: float):
+    """A copy of the student's config with the pseudo-labelled corpus as the section
+    ``[corpora.train.domains.pseudo]`` of domain ``domain`` (the target's)."""
+    cfg = cfg.copy()
+    cfg["corpora"]["train"]["domains"][PSEUDO_SECTION] = {
+        "path": str(Path(pseudo).resolve()), "domain": domain, "upsample": upsample,
+    }
     return cfg
 
 
@@ -472,7 +479,7 @@ def self_train(
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise PseudoLabelError(f"Output {output_dir} is a file, not a folder")
-    overrides = dict(overrides or {})
+    base = load_student_config(config, dict(overrides or {}))
     summary = SelfTrainSummary(str(output_dir))
     current = str(teacher)
     for n in range(1, rounds + 1):
@@ -480,7 +487,7 @@ def self_train(
         pseudo = pseudo_label(model=current, text=text, output=here / "pseudo.spacy", domain=domain,
                               threshold=threshold, dev=dev, min_precision=min_precision, mode=mode,
                               batch_size=batch_size)
-        cfg = student_config(config, here / "pseudo.spacy", pseudo.domain, pseudo_upsample, overrides)
+        cfg = with_pseudo_corpus(base, here / "pseudo.spacy", pseudo.domain, pseudo_upsample)
         cfg.to_disk(here / "config.cfg")
         spacy_train(here / "config.cfg", here / "training", use_gpu=gpu_id)
         best = here / "training" / "model-best"

@@ -302,3 +302,38 @@ def test_the_self_train_command_passes_overrides_and_prints_f1(data, tmp_path):
     assert f"student: {tmp_path / 'st' / 'round1' / 'training' / 'model-best'}" in result.output
     result = CliRunner().invoke(app, args[:5] + ["--threshold", "0.5", "--rounds", "0"])
     assert result.exit_code == 1 and "--rounds must be at least 1" in result.output
+
+
+def test_self_training_the_minilm_tagger_with_a_transformer_teacher(data, tmp_path):
+    """Round 1: the BiLSTM teacher labels for a MiniLM student (configs/trf_joint.cfg); round 2:
+    that student, a transformer + crossner pipeline, labels the text itself. Two steps each, so
+    confident-o at threshold 0 (an untrained student may decode no entity at all)."""
+    overrides = {"training.max_steps": 2, "training.eval_frequency": 1, "vars.target_upsample": 1,
+                 **{f"paths.{k}": data[k] for k in ("source_train", "target_train", "target_dev")}}
+    summary = self_train(teacher=data["teacher"], config=CONFIGS / "trf_joint.cfg",
+                         text=data["text"], output_dir=tmp_path / "st", threshold=0.0,
+                         mode="confident-o", rounds=2, overrides=overrides)
+    student = spacy.load(summary.student)
+    assert student.pipe_names == ["transformer", "crossner"]
+    assert summary.rounds[1].pseudo.docs == len(TEXT) and summary.rounds[1].pseudo.domain == "ai"
+    docs = read(tmp_path / "st" / "round2" / "pseudo.spacy")
+    assert all(d.has_annotation("ENT_IOB") for d in docs)
+
+
+def test_a_config_self_train_cannot_use_is_refused_before_labelling(data, tmp_path):
+    common = {"teacher": data["teacher"], "text": data["text"], "output_dir": tmp_path / "st", "threshold": 0.5}
+    with pytest.raises(PseudoLabelError, match="Config .*nope.cfg does not exist"):
+        self_train(config=tmp_path / "nope.cfg", **common)
+    with pytest.raises(PseudoLabelError, match="not a section value that can be overridden"):
+        self_train(config=CONFIGS / "bilstm_joint.cfg", overrides={"nonexistent.x": 1}, **common)
+    plain = spacy.util.load_config(CONFIGS / "bilstm_joint.cfg", interpolate=False)
+    plain["corpora"]["train"] = {"@readers": "spacy.Corpus.v1", "path": data["target_train"]}
+    plain.to_disk(tmp_path / "plain.cfg")
+    with pytest.raises(PseudoLabelError, match=r"\[corpora.train\] must be spacy_crossner.MultiDomainCorpus.v1"):
+        self_train(config=tmp_path / "plain.cfg", **common)
+    taken = spacy.util.load_config(CONFIGS / "bilstm_joint.cfg", interpolate=False)
+    taken["corpora"]["train"]["domains"]["pseudo"] = {"path": data["target_train"]}
+    taken.to_disk(tmp_path / "taken.cfg")
+    with pytest.raises(PseudoLabelError, match=r"already has \[corpora.train.domains.pseudo\]"):
+        self_train(config=tmp_path / "taken.cfg", **common)
+    assert not (tmp_path / "st").exists()  # nothing was labelled
