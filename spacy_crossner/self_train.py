@@ -66,9 +66,11 @@ def crossner_name(nlp: Language, model: Union[str, Path] = "the pipeline") -> st
     )
 
 
-def load_teacher(model: Union[str, Path]) -> Tuple[Language, str]:
+def load_teacher(model: Union[str, Path], gpu_id: int = -1) -> Tuple[Language, str]:
     """The pipeline ``model`` with its crossner component writing every decoded entity
-    (threshold 0), and that component's name."""
+    (threshold 0), and that component's name; on GPU ``gpu_id`` (-1: CPU)."""
+    if gpu_id >= 0:
+        spacy.require_gpu(gpu_id)
     try:
         nlp = spacy.load(model)
     except (OSError, IOError) as err:
@@ -311,6 +313,7 @@ def pseudo_label(
     min_precision: float = 0.9,
     mode: str = "missing",
     batch_size: int = 64,
+    gpu_id: int = -1,
 ) -> PseudoLabelSummary:
     """Label raw text with a trained pipeline and write the confident entities as a DocBin.
 
@@ -326,6 +329,7 @@ def pseudo_label(
     min_precision (float): the dev precision the chosen threshold must reach.
     mode (str): "missing" or "confident-o" (module docstring).
     batch_size (int): ``nlp.pipe`` batch size.
+    gpu_id (int): GPU the teacher runs on (-1: CPU).
     """
     if (threshold is None) == (dev is None):
         raise PseudoLabelError("Give either --threshold or --threshold-from-dev (one of them)")
@@ -339,7 +343,7 @@ def pseudo_label(
     if output.suffix != ".spacy":
         raise PseudoLabelError(f"Output {output}: give a .spacy file name")
     sentences = read_sentences(text)
-    nlp, name = load_teacher(model)
+    nlp, name = load_teacher(model, gpu_id)
     domain = check_domain(nlp, name, domain)
     choice = None
     if dev is not None:
@@ -468,7 +472,7 @@ def self_train(
     rounds (int): labelling + training rounds (1: plain distillation / one self-training step).
     pseudo_upsample (float): the pseudo-labelled section's ``upsample``.
     overrides (Optional[Dict[str, Any]]): ``spacy train`` overrides (``paths.source_train`` ...).
-    gpu_id (int): GPU for the training (-1: CPU).
+    gpu_id (int): GPU for labelling and training (-1: CPU).
     """
     from spacy.cli.train import train as spacy_train
 
@@ -486,7 +490,7 @@ def self_train(
         here = output_dir / f"round{n}"
         pseudo = pseudo_label(model=current, text=text, output=here / "pseudo.spacy", domain=domain,
                               threshold=threshold, dev=dev, min_precision=min_precision, mode=mode,
-                              batch_size=batch_size)
+                              batch_size=batch_size, gpu_id=gpu_id)
         cfg = with_pseudo_corpus(base, here / "pseudo.spacy", pseudo.domain, pseudo_upsample)
         cfg.to_disk(here / "config.cfg")
         spacy_train(here / "config.cfg", here / "training", use_gpu=gpu_id)

@@ -167,6 +167,8 @@ def test_pseudo_labels_respect_the_threshold(data, tmp_path):
         assert get_domain(doc) == "ai"
         assert {t.ent_iob_ for t in doc if not t.ent_type_} <= {""}
     assert summary.missing_tokens == sum(1 for d in docs for t in d if t.ent_iob_ == "")
+    # a sentence without a kept entity is written too (unannotated: raw text to the component)
+    assert summary.unlabelled_docs == sum(not d.has_annotation("ENT_IOB") for d in docs) >= 1
 
 
 def test_confident_o_output_and_reading_it_back_as_a_labelled_corpus(data, tmp_path):
@@ -337,3 +339,12 @@ def test_a_config_self_train_cannot_use_is_refused_before_labelling(data, tmp_pa
     with pytest.raises(PseudoLabelError, match=r"already has \[corpora.train.domains.pseudo\]"):
         self_train(config=tmp_path / "taken.cfg", **common)
     assert not (tmp_path / "st").exists()  # nothing was labelled
+
+
+def test_a_teacher_saved_with_a_threshold_labels_at_threshold_zero(data, tmp_path):
+    strict = spacy.load(data["teacher"], config={"components": {"crossner": {"threshold": 0.999999}}})
+    strict.to_disk(tmp_path / "strict")
+    assert spacy.load(tmp_path / "strict").get_pipe("crossner").cfg["threshold"] == pytest.approx(0.999999)
+    nlp, name = load_teacher(tmp_path / "strict")
+    assert nlp.get_pipe(name).cfg["threshold"] == 0.0
+    assert teacher_scores(tmp_path / "strict") == teacher_scores(data["teacher"])

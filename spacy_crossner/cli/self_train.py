@@ -43,13 +43,14 @@ def pseudo_label_cli(
     ),
     mode: str = typer.Option("missing", "--mode", "-m", help=MODE_HELP),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="nlp.pipe batch size."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id for the model, -1 for CPU."),
 ) -> None:
     """Label raw text with a trained pipeline and keep the confident entities as a labelled
     corpus (a DocBin with each doc's domain) for self-training or distillation."""
     try:
         summary = pseudo_label(model=model, text=text, output=output, domain=domain,
                                threshold=threshold, dev=dev, min_precision=min_precision,
-                               mode=_mode(mode), batch_size=batch_size)
+                               mode=_mode(mode), batch_size=batch_size, gpu_id=gpu_id)
     except (PseudoLabelError, OSError) as err:
         fail(str(err))
     typer.echo(summary.describe())
@@ -81,7 +82,7 @@ def self_train_cli(
     pseudo_upsample: float = typer.Option(
         1.0, "--pseudo-upsample", help="upsample of the pseudo-labelled corpus section."
     ),
-    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id for training, -1 for CPU."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id for labelling and training, -1 for CPU."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="nlp.pipe batch size when labelling."),
 ) -> None:
     """Self-training / distillation end to end: pseudo-label TEXT with TEACHER, train a student
