@@ -314,6 +314,7 @@ def pseudo_label(
     mode: str = "missing",
     batch_size: int = 64,
     gpu_id: int = -1,
+    progress: Optional[bool] = None,
 ) -> PseudoLabelSummary:
     """Label raw text with a trained pipeline and write the confident entities as a DocBin.
 
@@ -330,7 +331,10 @@ def pseudo_label(
     mode (str): "missing" or "confident-o" (module docstring).
     batch_size (int): ``nlp.pipe`` batch size.
     gpu_id (int): GPU the teacher runs on (-1: CPU).
+    progress (Optional[bool]): show a progress bar (None: when writing to a terminal).
     """
+    from tqdm import tqdm
+
     if (threshold is None) == (dev is None):
         raise PseudoLabelError("Give either --threshold or --threshold-from-dev (one of them)")
     if threshold is not None:
@@ -353,7 +357,9 @@ def pseudo_label(
     summary = PseudoLabelSummary(str(output), domain, mode, threshold, dev=choice)
     docbin = DocBin(store_user_data=True)
     docs = (_make_doc(nlp, words, domain) for words in sentences)
+    bar = tqdm(total=len(sentences), unit="sent", disable=None if progress is None else not progress)
     for doc in nlp.pipe(docs, batch_size=batch_size):
+        bar.update(1)
         out = pseudo_labelled(doc, key, threshold, mode)
         n_kept = len(out.ents)
         summary.docs += 1
@@ -365,6 +371,7 @@ def pseudo_label(
         summary.missing_tokens += iob.count("")
         summary.unlabelled_docs += not out.has_annotation("ENT_IOB")
         docbin.add(out)
+    bar.close()
     if summary.unlabelled_docs == summary.docs:
         raise PseudoLabelError(
             f"No token of {text} got a pseudo-label: no entity reached the threshold "
