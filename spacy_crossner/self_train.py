@@ -433,10 +433,34 @@ def with_pseudo_corpus(cfg, pseudo: Union[str, Path], domain: str, upsample: flo
     """A copy of the student's config with the pseudo-labelled corpus as the section
     ``[corpora.train.domains.pseudo]`` of domain ``domain`` (the target's)."""
     cfg = cfg.copy()
+    # Pseudo-labels are more train data of the target's domain, on purpose: the sections that
+    # already hold that domain say so too, or the reader refuses two corpora of one domain
+    # (spacy_crossner.training_checks.check_distinct_domains).
+    for name in _sections_of_domain(cfg, domain):
+        cfg["corpora"]["train"]["domains"][name]["domain"] = domain
     cfg["corpora"]["train"]["domains"][PSEUDO_SECTION] = {
         "path": str(Path(pseudo).resolve()), "domain": domain, "upsample": upsample,
     }
     return cfg
+
+
+def _sections_of_domain(cfg, domain: str) -> List[str]:
+    """The labelled sections of ``[corpora.train.domains]`` without a ``domain`` setting whose
+    docs carry ``domain`` (read from their .spacy files)."""
+    from spacy.vocab import Vocab
+
+    from .docbin import read_docbin, spacy_files
+    from .domains import get_domain
+
+    sections = cfg.interpolate()["corpora"]["train"]["domains"]
+    names = []
+    for name, section in sections.items():
+        if section.get("raw") or section.get("domain") is not None or not section.get("path"):
+            continue
+        files = [f for f in spacy_files(section["path"]) if f.suffix == ".spacy" and f.is_file()]
+        if any(get_domain(doc) == domain for f in files for doc in read_docbin(f, Vocab())):
+            names.append(name)
+    return names
 
 
 def _dev_f1(model_dir: Path) -> Optional[float]:
