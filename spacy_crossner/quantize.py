@@ -110,6 +110,7 @@ def quantize(
         layers[name] = count_int8_linears(nlp.get_pipe(name).model.transformer)
         if not layers[name]:
             raise QuantizeError(f"component {name!r} of {model} has no linear layers to quantize.")
+    output.parent.mkdir(parents=True, exist_ok=True)
     nlp.to_disk(output)
     return {
         "model": str(model),
