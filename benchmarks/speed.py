@@ -480,6 +480,8 @@ def int8_pipelines(args) -> List[Dict]:
             sys.exit(f"--trained {item!r}: {path} is not a pipeline directory (no config.cfg)")
         found.append({"pipeline": name, "domain": domain, "path": Path(path), "trained": True})
     if args.study_workdir:
+        if not Path(args.study_workdir).is_dir():
+            sys.exit(f"--study-workdir {args.study_workdir}: no such directory (the study's --workdir)")
         pattern = re.compile(rf"^({'|'.join(args.methods.split(','))})-(\w+)-minilm-s(\d+)$")
         for run in sorted(Path(args.study_workdir).iterdir()):
             m = pattern.match(run.name)
