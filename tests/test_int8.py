@@ -102,6 +102,67 @@ def assert_identical(a, b):
     assert all(numpy.array_equal(x, y) for x, y in zip(a["vectors"], b["vectors"]))
 
 
+def tiny_encoder_config():
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=32)
+
+
+def test_encoder_hooks_load_fp32_and_int8_states():
+    """The encoder of Int8TransformerModel.v1 on its own: fp32 weights are quantized after the
+    load, int8 weights load into an encoder quantized first, and the two give the same output."""
+    import torch
+
+    from spacy_crossner.models.pytorch_int8 import Int8ModelLoader, is_quantized
+
+    torch.manual_seed(0)
+    fp32 = Int8ModelLoader().from_config(tiny_encoder_config())
+    state = {k: v.clone() for k, v in fp32.state_dict().items()}
+    assert not is_quantized(fp32)
+    ids = torch.tensor([[1, 5, 7, 2, 0], [1, 9, 2, 0, 0]])
+    mask = (ids > 0).long()
+    with torch.no_grad():
+        reference = fp32(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    first = Int8ModelLoader().from_config(tiny_encoder_config())
+    first.load_state_dict(state)
+    assert count_int8_linears(first) == 2 * 6 + 1  # q, k, v, attention out, intermediate, out; pooler
+    with torch.no_grad():
+        quantized = first(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert not torch.equal(quantized, reference)
+    assert torch.nn.functional.cosine_similarity(quantized, reference, dim=-1).mean() > 0.9
+
+    second = Int8ModelLoader().from_config(tiny_encoder_config())
+    second.load_state_dict(first.state_dict())
+    with torch.no_grad():
+        assert torch.equal(second(input_ids=ids, attention_mask=mask).last_hidden_state, quantized)
+
+
+def test_encoder_hooks_follow_spacy_transformers_strict_retry():
+    """HFShim.from_bytes retries a failed strict load with strict=False (weights of another
+    transformers version): the retry loads the fp32 weights again, whatever the failed try did,
+    and quantizes them."""
+    import torch
+
+    from spacy_crossner.models.pytorch_int8 import Int8ModelLoader
+
+    torch.manual_seed(0)
+    source = Int8ModelLoader().from_config(tiny_encoder_config())
+    state = dict(source.state_dict())
+    expected = Int8ModelLoader().from_config(tiny_encoder_config())
+    expected.load_state_dict(state)
+    state["an.old.buffer"] = torch.zeros(1)
+    encoder = Int8ModelLoader().from_config(tiny_encoder_config())
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        encoder.load_state_dict(state)
+    encoder.load_state_dict(state, strict=False)
+    assert count_int8_linears(encoder) == 13
+    ids = torch.tensor([[1, 5, 7, 2]])
+    with torch.no_grad():
+        assert torch.equal(encoder(input_ids=ids).last_hidden_state, expected(input_ids=ids).last_hidden_state)
+
+
 def test_quantized_copy_is_close_to_fp32_and_round_trips_exactly(fp32_dir, int8_dir, tmp_path):
     fp32 = spacy.load(fp32_dir)
     assert n_int8(fp32) == 0

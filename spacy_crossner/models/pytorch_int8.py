@@ -72,24 +72,40 @@ def _on_cpu() -> bool:
     return get_torch_default_device().type == "cpu"
 
 
+def restore_float_linears(module: nn.Module) -> nn.Module:
+    """Replace, in place, every int8 dynamic ``Linear`` of ``module`` by an fp32 ``nn.Linear`` of
+    the same shape (its weights uninitialised: for loading fp32 weights into it).
+
+    module (nn.Module): a quantized module (on the CPU).
+    RETURNS (nn.Module): ``module`` itself.
+    """
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, DynamicLinear):
+                setattr(parent, name, nn.Linear(child.in_features, child.out_features,
+                                                bias=child.bias() is not None))
+    return module
+
+
 class _LoadHooks:
-    """The load hooks of an int8 encoder (a plain object: it pickles with the module).
+    """The load hooks of an int8 encoder (a plain object: it pickles with the module). Before a
+    load, the encoder takes the structure of the state dict (int8 or fp32 linear layers); after
+    it, fp32 linear layers are quantized.
 
     per_channel (bool): see ``quantize_linears``.
     """
 
     def __init__(self, per_channel: bool = True) -> None:
         self.per_channel = per_channel
-        self.strict = True
 
-    def before_load(self, module: nn.Module, state_dict: dict, prefix: str,
-                    local_metadata: Any, strict: bool, *args: Any) -> None:
-        """An int8 state dict (what a quantized pipeline saves) needs an encoder quantized
-        before the load."""
-        self.strict = strict
-        if prefix or is_quantized(module):
+    def before_load(self, module: nn.Module, state_dict: dict, prefix: str, *args: Any) -> None:
+        if prefix:
             return
-        if any(key.endswith(PACKED_SUFFIX) for key in state_dict):
+        packed = any(key.endswith(PACKED_SUFFIX) for key in state_dict)
+        if packed and not is_quantized(module):
+            # int8 weights: what a quantized pipeline saves
             if not _on_cpu():
                 raise ValueError(
                     f"This pipeline's transformer is int8-quantized ({SETTING}), which runs on "
@@ -97,14 +113,15 @@ class _LoadHooks:
                     "pipeline it was made from on the GPU."
                 )
             quantize_linears(module, per_channel=self.per_channel)
+        elif not packed and is_quantized(module):
+            # fp32 weights into an encoder already quantized: spacy-transformers retries a
+            # failed strict load (weights of another transformers version) with strict=False,
+            # after the first try was quantized by after_load
+            restore_float_linears(module)
 
     def after_load(self, module: nn.Module, incompatible_keys: Any) -> None:
         """fp32 weights just loaded are quantized (on CPU)."""
         if is_quantized(module):
-            return
-        if self.strict and (incompatible_keys.missing_keys or incompatible_keys.unexpected_keys):
-            # the strict load is about to fail; spacy-transformers retries with strict=False
-            # (weights saved by another transformers version), and that load is quantized
             return
         if _on_cpu():
             quantize_linears(module, per_channel=self.per_channel)
@@ -158,12 +175,8 @@ class Int8ModelLoader:
 
         return add_int8_hooks(AutoModel.from_config(config, **kwargs), self.per_channel)
 
-    def from_pretrained(self, *args: Any, **kwargs: Any) -> nn.Module:
-        from transformers import AutoModel
-
-        return add_int8_hooks(AutoModel.from_pretrained(*args, **kwargs), self.per_channel)
-
 
 __all__: List[str] = [
     "Int8ModelLoader", "add_int8_hooks", "count_int8_linears", "is_quantized", "quantize_linears",
+    "restore_float_linears",
 ]
