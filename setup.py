@@ -17,6 +17,7 @@ ENTRY_POINTS = {
         "spacy_crossner.LabelAwareTagger.v1 = spacy_crossner.models.label_aware:build_label_aware_tagger",
         "spacy_crossner.MultiCellLSTM.v1 = spacy_crossner.models.multi_cell:build_multi_cell_lstm",
         "spacy_crossner.PGNBiLSTM.v1 = spacy_crossner.models.pgn:build_pgn_bilstm",
+        "spacy_crossner.Int8TransformerModel.v1 = spacy_crossner.models.int8_transformer:build_int8_transformer_model",
     ],
     "spacy_readers": [
         "spacy_crossner.MultiDomainCorpus.v1 = spacy_crossner.readers:create_multi_domain_corpus",
