@@ -33,6 +33,7 @@ every sentence that duplicates a dev/test corpus (``exclude``).
 """
 import hashlib
 import json
+import math
 import re
 import shutil
 import sys
@@ -377,9 +378,39 @@ def select_corpus(
             raise DaptInputError(f"Unknown output format {output_format!r}: use txt or spacy")
         if min_tokens < 0 or max_tokens < 0:
             raise DaptInputError("min_tokens and max_tokens must be >= 0 (0: no bound)")
+        if max_tokens and min_tokens > max_tokens:
+            raise DaptInputError(
+                f"--min-tokens {min_tokens} is above --max-tokens {max_tokens}: no sentence can "
+                "be ranked; lower --min-tokens or raise --max-tokens (0: no limit)"
+            )
+        if not math.isfinite(entity_weight):
+            raise DaptInputError(f"--entity-weight must be a finite number, got {entity_weight}")
+        if domain is not None and output_format != "spacy":
+            raise DaptInputError(
+                f"--domain {domain!r} is only written with --format spacy (the txt output holds "
+                "no domain): add --format spacy, or leave --domain out"
+            )
         if not target:
             raise DaptInputError("Ranking needs the target's text: give it with --target (labelled files or plain text)")
-    elif not entities:
+    else:
+        # Ranking settings without a scorer would be dropped silently: say so instead.
+        unused = [
+            option for option, given in (
+                ("--target", bool(target)), ("--top-n", top_n is not None),
+                ("--top-tokens", top_tokens is not None), ("--top-share", top_share is not None),
+                ("--rank-level", rank_level != "domain"), ("--entity-weight", entity_weight != 0),
+                ("--min-tokens", min_tokens != 5), ("--max-tokens", max_tokens != 200),
+                ("--background", background != 20_000), ("--model", model is not None),
+                ("--format", output_format != "txt"), ("--domain", domain is not None),
+                ("--lang", lang != "en"),
+            ) if given
+        ]
+        if unused:
+            raise DaptInputError(
+                f"{', '.join(unused)} only apply when ranking: add --scorer (lexical or minilm) "
+                "to rank the corpus, or leave them out to build the corpus levels"
+            )
+    if not ranking and not entities:
         raise DaptInputError(
             "Give an entity list (--entities) to build the corpus levels, or a scorer (--scorer) "
             "and the target's text (--target) to rank the corpus"
@@ -431,7 +462,13 @@ def select_corpus(
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise DaptInputError(f"The output directory {output_dir} is a file; give a directory path")
-    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DaptInputError(
+            f"Cannot create the output directory {output_dir} ({err.strerror}); give a directory "
+            "path whose parents are folders"
+        ) from None
     files: Dict[str, Path] = {} if ranking else {level: output_dir / f"{level}.txt" for level in LEVELS}
     counts: Dict[str, LevelCounts] = {} if ranking else {level: LevelCounts() for level in LEVELS}
     rank_summary = RankingSummary(scorer=scorer) if ranking else None

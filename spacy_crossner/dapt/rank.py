@@ -111,6 +111,13 @@ def read_reference(paths: Sequence[Union[str, Path]]) -> ReferenceText:
     for given in paths:
         for path in _reference_files(Path(given)):
             ref.files.append(str(path))
+            if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+                # Read as plain text, each JSON line would become one "sentence" of its
+                # keys and quotes.
+                raise DaptInputError(
+                    f"{path}: JSON is not read as reference text; give labelled text (a token/tag "
+                    "column file or .spacy) or plain text with one sentence a line"
+                )
             if path.suffix == ".spacy":
                 try:
                     docs = list(read_docbin(path, Vocab()))
@@ -267,6 +274,9 @@ class EmbeddingScorer:
         if batch_size < 1:
             raise DaptInputError(f"The batch size must be >= 1, got {batch_size}")
         self.model_name = model or bundled_transformer()
+        if model and model.startswith(("/", ".", "~")) and not Path(model).expanduser().exists():
+            # Else transformers reads the path as a hub name and blames its form.
+            raise DaptInputError(f"--model {model}: no such encoder directory")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_name)
             self.model = AutoModel.from_pretrained(self.model_name)
