@@ -70,7 +70,10 @@ def load_teacher(model: Union[str, Path], gpu_id: int = -1) -> Tuple[Language, s
     """The pipeline ``model`` with its crossner component writing every decoded entity
     (threshold 0), and that component's name; on GPU ``gpu_id`` (-1: CPU)."""
     if gpu_id >= 0:
-        spacy.require_gpu(gpu_id)
+        try:
+            spacy.require_gpu(gpu_id)
+        except ValueError as err:  # thinc: no CuPy, or no such GPU
+            raise PseudoLabelError(f"--gpu-id {gpu_id}: {err}; use --gpu-id -1 for the CPU") from None
     try:
         nlp = spacy.load(model)
     except (OSError, IOError) as err:
@@ -121,11 +124,20 @@ def read_sentences(path: Union[str, Path]) -> List[List[str]]:
     if not path.exists():
         raise PseudoLabelError(f"Text {path} does not exist")
     if path.is_file() and path.suffix == ".txt":
+        from .convert import looks_like_columns
+        from .formats import FormatError, read_utf8
+
         try:
-            lines = path.read_text(encoding="utf8").splitlines()
-        except UnicodeDecodeError as err:
-            raise PseudoLabelError(f"{path}: not UTF-8 text ({err})") from None
-        sentences = [line.split() for line in lines if line.strip()]
+            text = read_utf8(path)  # drops a BOM; a bad byte is reported with its line
+        except FormatError as err:
+            raise PseudoLabelError(str(err)) from None
+        if looks_like_columns(text):
+            # Its tags would be labelled as words of the sentences.
+            raise PseudoLabelError(
+                f"Text {path} is a token/tag column file, not raw text: give one tokenised "
+                "sentence a line (python -m spacy_crossner raw-text turns a column file into that)"
+            )
+        sentences = [line.split() for line in text.splitlines() if line.strip()]
     elif path.is_dir() or path.suffix == ".spacy":
         files = spacy_files(path)
         if not files:
@@ -346,6 +358,7 @@ def pseudo_label(
     output = Path(output)
     if output.suffix != ".spacy":
         raise PseudoLabelError(f"Output {output}: give a .spacy file name")
+    _check_output(output, Path(text))
     sentences = read_sentences(text)
     nlp, name = load_teacher(model, gpu_id)
     domain = check_domain(nlp, name, domain)
@@ -381,6 +394,24 @@ def pseudo_label(
     output.parent.mkdir(parents=True, exist_ok=True)
     docbin.to_disk(output)
     return summary
+
+
+def _check_output(output: Path, text: Path) -> None:
+    """Refuse, before any labelling, an output that cannot be written or would replace the text."""
+    if output.is_dir():
+        raise PseudoLabelError(f"Output {output} is a folder: give the path of the .spacy file to write")
+    if output.exists() and text.exists():
+        inputs = spacy_files(text) if text.is_dir() else [text]
+        if any(output.resolve() == Path(f).resolve() for f in inputs):
+            raise PseudoLabelError(
+                f"Output {output} is also the text to label: writing it would replace that text; "
+                "give another output path"
+            )
+    for parent in output.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise PseudoLabelError(f"Output {output}: {parent} is a file, not a folder")
+            break
 
 
 # -- self-training / distillation -------------------------------------------------------------
@@ -457,6 +488,11 @@ def _sections_of_domain(cfg, domain: str) -> List[str]:
     for name, section in sections.items():
         if section.get("raw") or section.get("domain") is not None or not section.get("path"):
             continue
+        if not isinstance(section["path"], (str, Path)):
+            raise PseudoLabelError(
+                f"[corpora.train.domains.{name}] path = {section['path']!r} is not a path (an "
+                "override such as --paths.source_train given without its value?)"
+            )
         files = [f for f in spacy_files(section["path"]) if f.suffix == ".spacy" and f.is_file()]
         if any(get_domain(doc) == domain for f in files for doc in read_docbin(f, Vocab())):
             names.append(name)
@@ -509,8 +545,8 @@ def self_train(
 
     if rounds < 1:
         raise PseudoLabelError(f"--rounds must be at least 1, got {rounds}")
-    if pseudo_upsample <= 0:
-        raise PseudoLabelError(f"--pseudo-upsample must be positive, got {pseudo_upsample}")
+    if not (0 < pseudo_upsample < float("inf")):
+        raise PseudoLabelError(f"--pseudo-upsample must be a positive number, got {pseudo_upsample}")
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise PseudoLabelError(f"Output {output_dir} is a file, not a folder")
