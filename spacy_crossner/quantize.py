@@ -63,6 +63,7 @@ def quantize(
     """
     import spacy
     from spacy.util import load_config
+    from confection import ConfigValidationError
     from thinc.api import get_torch_default_device
 
     from .models.pytorch_int8 import count_int8_linears
@@ -78,7 +79,13 @@ def quantize(
         raise QuantizeError(f"{output} already exists: give a new directory (nothing is overwritten).")
     if get_torch_default_device().type != "cpu":
         raise QuantizeError("int8 quantization runs on CPU only; run quantize without a GPU selected.")
-    config = load_config(model / "config.cfg", interpolate=False)
+    try:
+        config = load_config(model / "config.cfg", interpolate=False)
+    except (ConfigValidationError, UnicodeDecodeError) as err:
+        # confection's parse errors say "file: '<string>'", not which file
+        raise QuantizeError(
+            f"{model / 'config.cfg'} cannot be read as a spaCy config: {str(err).strip()}"
+        ) from None
     found = transformer_components(config)
     todo = [name for name, arch in found.items() if arch != INT8_ARCH]
     if not todo:
