@@ -95,6 +95,12 @@ def read_mention_pool(
             ref = read_reference([path])
         except DaptInputError as err:
             raise ValueError(f"{where}: mentions.{domain} = {path}: {err}") from None
+        if not ref.entities:
+            # Plain text reads without error but would add nothing to the pool.
+            raise ValueError(
+                f"{where}: mentions.{domain} = {path}: no entity annotation in it; give labelled "
+                "text (.spacy or a token/tag column file), or move entity lists to `dictionaries`"
+            )
         for surface, label in ref.entities:
             add(domain, label, surface.split())
     for domain, value in dictionaries.items():
@@ -104,6 +110,8 @@ def read_mention_pool(
             path = Path(path)
             files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")) \
                 if path.is_dir() else [path]
+            if not files:
+                raise ValueError(f"{where}: {setting} = {path}: the folder holds no entity list file")
             try:
                 gazetteer = read_entity_lists(files)
             except DaptInputError as err:
