@@ -555,6 +555,15 @@ def select_corpus(
             writer.close()
     if sentences_read == 0:
         raise DaptInputError(f"The corpus {_name(corpus)} is empty (no non-blank line)")
+    if ranking and rank_summary.candidates == 0:
+        # Every reason a sentence was left out, --exclude's included (it may have taken them all).
+        raise DaptInputError(
+            f"No sentence of {_name(corpus)} could be ranked: of {sentences_read:,} sentences, "
+            f"{duplicates:,} were repeats, {excluded:,} duplicates of the --exclude text, "
+            f"{rank_summary.not_in_level:,} outside the rank level, {rank_summary.too_short:,} "
+            f"shorter than --min-tokens, {rank_summary.too_long:,} longer than --max-tokens "
+            "(check --exclude, loosen the others)"
+        )
     if ranking:
         _write_selection(selector, rank_summary, output_dir, output_format, domain, corpus)
         files = {"selected": Path(rank_summary.file)}
