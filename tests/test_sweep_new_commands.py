@@ -1,0 +1,244 @@
+"""Issue 48, last part: the sweep of the commands added since (select-corpus's ranking,
+pseudo-label, self-train, quantize, spacy_crossner.mention_replace.v1). One test per input the
+sweep found wrong: each failed before its fix (a traceback, a silently dropped setting or file,
+or a message that points the wrong way)."""
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from spacy_crossner.augment import create_mention_replace_augmenter
+from spacy_crossner.cli import app
+from spacy_crossner.dapt.corpus import DaptInputError
+from spacy_crossner.dapt.rank import EmbeddingScorer, read_reference
+from spacy_crossner.quantize import QuantizeError, quantize
+from spacy_crossner.self_train import (
+    PseudoLabelError,
+    load_student_config,
+    load_teacher,
+    pseudo_label,
+    read_sentences,
+    self_train,
+    with_pseudo_corpus,
+)
+
+REPO = Path(__file__).parents[1]
+CORPUS = "\n".join([
+    "Deep learning uses neural networks trained with backpropagation on large datasets .",
+    "The weather in the city was warm and sunny for the whole week .",
+    "Convolutional neural networks achieve high accuracy on ImageNet classification .",
+]) + "\n"
+TARGET = "LSTM\tB-algorithm\nnetworks\tO\nlearn\tO\n.\tO\n\nGoogle\tB-organisation\nreleased\tO\nTensorFlow\tB-product\n"
+
+
+def cli(*args):
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+@pytest.fixture
+def files(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(CORPUS, encoding="utf8")
+    target = tmp_path / "t.txt"
+    target.write_text(TARGET, encoding="utf8")
+    return corpus, target
+
+
+def rank(corpus, out, target, *extra):
+    return cli("select-corpus", corpus, out, "--scorer", "lexical", "--target", target, "--no-progress", *extra)
+
+
+# -- select-corpus, ranking ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weight", ["nan", "inf"])
+def test_entity_weight_must_be_finite(tmp_path, files, weight):
+    # before: rc 0, every score nan, an arbitrary selection written
+    result = rank(*files[:1], tmp_path / "o", files[1], "--top-n", 2, "--entity-weight", weight)
+    assert result.exit_code == 1
+    assert f"--entity-weight must be a finite number, got {weight}" in result.output
+    assert not (tmp_path / "o" / "selected.txt").exists()
+
+
+def test_min_tokens_above_max_tokens_names_both(tmp_path, files):
+    # before: "5 shorter than min_tokens", after reading the whole corpus
+    result = rank(files[0], tmp_path / "o", files[1], "--top-n", 2, "--min-tokens", 50, "--max-tokens", 10)
+    assert result.exit_code == 1
+    assert "--min-tokens 50 is above --max-tokens 10" in result.output
+
+
+def test_domain_without_spacy_format_is_refused(tmp_path, files):
+    # before: rc 0, --domain silently dropped (selected.txt holds no domain)
+    result = rank(files[0], tmp_path / "o", files[1], "--top-n", 2, "--domain", "ai")
+    assert result.exit_code == 1
+    assert "--domain 'ai' is only written with --format spacy" in result.output
+
+
+def test_ranking_options_without_scorer_are_refused(tmp_path, files):
+    # before: rc 0, the levels built and --top-n, --target, --format silently dropped
+    entities = tmp_path / "person.txt"
+    entities.write_text("Ada Lovelace\n", encoding="utf8")
+    result = cli("select-corpus", files[0], tmp_path / "o", "-e", entities, "--top-n", 3,
+                 "--target", files[1], "--format", "spacy", "--no-progress")
+    assert result.exit_code == 1
+    assert "--target, --top-n, --format only apply when ranking: add --scorer" in result.output
+    assert not (tmp_path / "o").exists()
+    # the levels alone still work
+    assert cli("select-corpus", files[0], tmp_path / "o", "-e", entities, "--no-progress").exit_code == 0
+
+
+def test_output_directory_below_a_file(tmp_path, files):
+    # before: a NotADirectoryError traceback
+    result = rank(files[0], files[0] / "sub", files[1], "--top-n", 2)
+    assert result.exit_code == 1
+    assert f"Cannot create the output directory {files[0] / 'sub'} (Not a directory)" in result.output
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_jsonl_target_is_refused(tmp_path, files, suffix):
+    # before: each JSON line read as one whitespace-split "sentence" ('{"text":', ...), rc 0
+    target = tmp_path / f"t{suffix}"
+    target.write_text('{"text": "neural networks learn"}\n', encoding="utf8")
+    result = rank(files[0], tmp_path / "o", target, "--top-n", 2)
+    assert result.exit_code == 1
+    assert f"{target}: JSON is not read as reference text" in result.output
+    with pytest.raises(DaptInputError, match="JSON is not read"):
+        read_reference([target])
+
+
+def test_missing_encoder_directory(tmp_path):
+    # before: "Repo id must be in the form 'repo_name' or 'namespace/repo_name'"
+    with pytest.raises(DaptInputError, match=r"--model .*nomodel: no such encoder directory"):
+        EmbeddingScorer(str(tmp_path / "nomodel"))
+
+
+# -- pseudo-label / self-train (checks that run before the teacher is loaded) --------------------
+
+
+def _docbin(path):
+    import spacy
+    from spacy.tokens import DocBin
+
+    db = DocBin(store_user_data=True)
+    db.add(spacy.blank("en")("Google released TensorFlow ."))
+    db.to_disk(path)
+    return path
+
+
+def test_pseudo_label_output_is_the_input(tmp_path):
+    # before: rc 0, the input .spacy replaced by its pseudo-labels
+    text = _docbin(tmp_path / "in.spacy")
+    before = text.read_bytes()
+    result = cli("pseudo-label", tmp_path / "no-model", text, text, "--threshold", 0.5)
+    assert result.exit_code == 1
+    assert f"Output {text} is also the text to label" in result.output
+    assert text.read_bytes() == before
+
+
+def test_pseudo_label_output_is_a_folder_or_below_a_file(tmp_path):
+    # before: "[Errno 21] Is a directory" / "[Errno 17] File exists", after labelling everything
+    text = tmp_path / "s.txt"
+    text.write_text("Google released TensorFlow .\n", encoding="utf8")
+    folder = tmp_path / "out.spacy"
+    folder.mkdir()
+    with pytest.raises(PseudoLabelError, match=r"out.spacy is a folder: give the path of the .spacy file"):
+        pseudo_label(model=tmp_path / "no-model", text=text, output=folder, threshold=0.5)
+    with pytest.raises(PseudoLabelError, match=r"s.txt is a file, not a folder"):
+        pseudo_label(model=tmp_path / "no-model", text=text, output=text / "p.spacy", threshold=0.5)
+
+
+def test_pseudo_label_text_with_bom_crlf_and_bad_bytes(tmp_path):
+    # before: the first token was '\ufeffGoogle'; a bad byte was reported by file offset only
+    text = tmp_path / "s.txt"
+    text.write_bytes(b"\xef\xbb\xbfGoogle released TensorFlow .\r\nLSTM networks .\r\n")
+    assert read_sentences(text) == [["Google", "released", "TensorFlow", "."], ["LSTM", "networks", "."]]
+    text.write_bytes(b"fine line .\ncaf\xe9 .\n")
+    with pytest.raises(PseudoLabelError, match=r"s.txt, line 2: not valid UTF-8 \(byte 0xe9\)"):
+        read_sentences(text)
+
+
+def test_pseudo_label_refuses_a_column_file(tmp_path):
+    # before: rc 0, tags labelled as words ("Google B-organisation")
+    text = tmp_path / "col.txt"
+    text.write_text("Google\tB-organisation\nreleased\tO\n\nLSTM\tB-algorithm\n", encoding="utf8")
+    result = cli("pseudo-label", tmp_path / "no-model", text, tmp_path / "p.spacy", "--threshold", 0.5)
+    assert result.exit_code == 1
+    assert f"Text {text} is a token/tag column file, not raw text" in result.output
+
+
+def test_pseudo_label_gpu_error_is_a_message(monkeypatch, tmp_path):
+    # before: a ValueError traceback from thinc's require_gpu (no CuPy, or no such GPU)
+    import spacy
+
+    def no_gpu(gpu_id=0):
+        raise ValueError("Cannot use GPU, CuPy is not installed")
+
+    monkeypatch.setattr(spacy, "require_gpu", no_gpu)
+    with pytest.raises(PseudoLabelError, match=r"--gpu-id 0: Cannot use GPU, CuPy is not installed; use --gpu-id -1"):
+        load_teacher(tmp_path / "no-model", gpu_id=0)
+
+
+def test_self_train_upsample_nan(tmp_path):
+    # before: nan passed the "> 0" check and reached training
+    with pytest.raises(PseudoLabelError, match="--pseudo-upsample must be a positive number, got nan"):
+        self_train(teacher="x", config=REPO / "configs" / "bilstm_joint.cfg", text="x",
+                   output_dir=tmp_path / "o", threshold=0.5, pseudo_upsample=math.nan)
+
+
+def test_self_train_override_without_value(tmp_path):
+    # before: TypeError traceback ("expected str ... not bool") for `--paths.source_train` alone
+    from spacy.cli._util import parse_config_overrides
+
+    overrides = parse_config_overrides(["--paths.source_train"])
+    cfg = load_student_config(REPO / "configs" / "bilstm_joint.cfg", overrides)
+    with pytest.raises(PseudoLabelError, match=r"\[corpora.train.domains.source\] path = True is not a path"):
+        with_pseudo_corpus(cfg, tmp_path / "p.spacy", "ai", 1.0)
+
+
+# -- quantize -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [b"[[[ not a config", b'[nlp]\nlang = "caf\xe9"\n'])
+def test_quantize_unreadable_config(tmp_path, content):
+    # before: confection's ConfigValidationError / UnicodeDecodeError traceback
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.cfg").write_bytes(content)
+    with pytest.raises(QuantizeError, match=r"m/config.cfg cannot be read as a spaCy config"):
+        quantize(model=model, output=tmp_path / "q")
+    result = cli("quantize", model, tmp_path / "q")
+    assert result.exit_code == 1
+    assert "cannot be read as a spaCy config" in result.output
+    assert not (tmp_path / "q").exists()
+
+
+# -- spacy_crossner.mention_replace.v1 ------------------------------------------------------------
+
+
+def test_mentions_without_entities_are_refused(tmp_path):
+    # before: with dictionaries beside it, a plain-text `mentions` file added nothing, silently
+    plain = tmp_path / "plain.txt"
+    plain.write_text("just some words here\n", encoding="utf8")
+    person = tmp_path / "person.txt"
+    person.write_text("Ada Lovelace\nAlan Turing\n", encoding="utf8")
+    with pytest.raises(ValueError, match=r"mentions.ai = .*plain.txt: no entity annotation in it"):
+        create_mention_replace_augmenter(mentions={"ai": str(plain)}, dictionaries={"ai": str(person)})
+
+
+def test_empty_dictionary_folder_is_named(tmp_path):
+    # before: "No entity found in " followed by nothing
+    (tmp_path / "dicts").mkdir()
+    with pytest.raises(ValueError, match=r"dictionaries.ai = .*dicts: the folder holds no entity list file"):
+        create_mention_replace_augmenter(dictionaries={"ai": str(tmp_path / "dicts")})
+
+
+def test_everything_excluded_says_so(tmp_path, files):
+    # before: "0 outside the rank level, 0 shorter than min_tokens, 0 longer than max_tokens
+    # (loosen them)": the --exclude text had taken every sentence
+    result = rank(files[0], tmp_path / "o", files[1], "--top-n", 2, "--exclude", files[0])
+    assert result.exit_code == 1
+    assert "of 3 sentences, 0 were repeats, 3 duplicates of the --exclude text" in result.output
