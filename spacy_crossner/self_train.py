@@ -362,6 +362,14 @@ def pseudo_label(
     sentences = read_sentences(text)
     nlp, name = load_teacher(model, gpu_id)
     domain = check_domain(nlp, name, domain)
+    other = _other_domains(Path(text), domain, nlp.get_pipe(name).cfg.get("domain_aliases") or {})
+    if other:
+        # The docs' own domain would be replaced by the chosen one, silently.
+        raise PseudoLabelError(
+            f"Text {text}: its docs carry the domain(s) {other}, but would be pseudo-labelled as "
+            f"'{domain}'; give --domain {other[0]} if that is the text's domain, or write the "
+            "docs without a domain"
+        )
     choice = None
     if dev is not None:
         choice = choose_threshold(nlp, name, dev, domain, min_precision, batch_size)
@@ -394,6 +402,19 @@ def pseudo_label(
     output.parent.mkdir(parents=True, exist_ok=True)
     docbin.to_disk(output)
     return summary
+
+
+def _other_domains(text: Path, domain: str, aliases: Dict[str, str]) -> List[str]:
+    """The domains, other than ``domain`` (after ``aliases``), that the docs of a .spacy text carry."""
+    if not (text.is_dir() or text.suffix == ".spacy"):
+        return []
+    found = set()
+    for file in spacy_files(text):
+        for doc in read_docbin(file, spacy.blank("en").vocab):
+            name = get_domain(doc)
+            if name is not None and aliases.get(name, name) != aliases.get(domain, domain):
+                found.add(name)
+    return sorted(found)
 
 
 def _check_output(output: Path, text: Path) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from test_self_train import data  # noqa: F401  (the tiny trained teacher, a module fixture)
+
 from spacy_crossner.augment import create_mention_replace_augmenter
 from spacy_crossner.cli import app
 from spacy_crossner.dapt.corpus import DaptInputError
@@ -242,3 +244,24 @@ def test_everything_excluded_says_so(tmp_path, files):
     result = rank(files[0], tmp_path / "o", files[1], "--top-n", 2, "--exclude", files[0])
     assert result.exit_code == 1
     assert "of 3 sentences, 0 were repeats, 3 duplicates of the --exclude text" in result.output
+
+
+def test_pseudo_label_keeps_the_domain_of_spacy_text(tmp_path, data):  # noqa: F811
+    # before: rc 0, docs of domain 'news' pseudo-labelled and written as the target 'ai'
+    import spacy
+    from spacy.tokens import DocBin
+
+    from spacy_crossner.domains import get_domain, set_domain
+
+    text = tmp_path / "news.spacy"
+    db = DocBin(store_user_data=True)
+    doc = spacy.blank("en")("Google released TensorFlow .")
+    set_domain(doc, "news")
+    db.add(doc)
+    db.to_disk(text)
+    with pytest.raises(PseudoLabelError, match=r"its docs carry the domain\(s\) \['news'\], but would be pseudo-labelled as 'ai'"):
+        pseudo_label(model=data["teacher"], text=text, output=tmp_path / "p.spacy", threshold=0.0)
+    assert not (tmp_path / "p.spacy").exists()
+    pseudo_label(model=data["teacher"], text=text, output=tmp_path / "p.spacy", threshold=0.0, domain="news")
+    out = list(DocBin().from_disk(tmp_path / "p.spacy").get_docs(spacy.blank("en").vocab))
+    assert [get_domain(d) for d in out] == ["news"]
