@@ -265,3 +265,13 @@ def test_pseudo_label_keeps_the_domain_of_spacy_text(tmp_path, data):  # noqa: F
     pseudo_label(model=data["teacher"], text=text, output=tmp_path / "p.spacy", threshold=0.0, domain="news")
     out = list(DocBin().from_disk(tmp_path / "p.spacy").get_docs(spacy.blank("en").vocab))
     assert [get_domain(d) for d in out] == ["news"]
+
+
+def test_minilm_gpu_that_torch_does_not_see(tmp_path, files):
+    # before: torch's "AssertionError: Torch not compiled with CUDA enabled" traceback
+    with pytest.raises(DaptInputError, match=r"--gpu-id 100000: torch sees \d+ GPU\(s\); give one of them, or --gpu-id -1"):
+        EmbeddingScorer(gpu_id=100_000)
+    result = cli("select-corpus", files[0], tmp_path / "o", "--scorer", "minilm", "--target", files[1],
+                 "--top-n", 2, "--gpu-id", 100_000, "--no-progress")
+    assert result.exit_code == 1
+    assert "--gpu-id 100000: torch sees" in result.output

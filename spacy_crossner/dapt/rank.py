@@ -273,6 +273,12 @@ class EmbeddingScorer:
 
         if batch_size < 1:
             raise DaptInputError(f"The batch size must be >= 1, got {batch_size}")
+        if gpu_id is not None and gpu_id >= torch.cuda.device_count():
+            # Before loading the encoder: moving it there would fail with torch's AssertionError.
+            raise DaptInputError(
+                f"--gpu-id {gpu_id}: torch sees {torch.cuda.device_count()} GPU(s); give one of "
+                "them, or --gpu-id -1 for the CPU"
+            )
         self.model_name = model or bundled_transformer()
         if model and model.startswith(("/", ".", "~")) and not Path(model).expanduser().exists():
             # Else transformers reads the path as a hub name and blames its form.
