@@ -275,3 +275,10 @@ def test_minilm_gpu_that_torch_does_not_see(tmp_path, files):
                  "--top-n", 2, "--gpu-id", 100_000, "--no-progress")
     assert result.exit_code == 1
     assert "--gpu-id 100000: torch sees" in result.output
+
+
+def test_batch_size_below_one_is_refused_for_the_lexical_scorer_too(tmp_path, files):
+    # before: rc 0 with --scorer lexical (the minilm scorer refused it)
+    result = rank(files[0], tmp_path / "o", files[1], "--top-n", 2, "--batch-size", 0)
+    assert result.exit_code == 1
+    assert "--batch-size must be at least 1, got 0" in result.output

@@ -383,6 +383,8 @@ def select_corpus(
                 f"--min-tokens {min_tokens} is above --max-tokens {max_tokens}: no sentence can "
                 "be ranked; lower --min-tokens or raise --max-tokens (0: no limit)"
             )
+        if batch_size < 1:
+            raise DaptInputError(f"--batch-size must be at least 1, got {batch_size}")
         if not math.isfinite(entity_weight):
             raise DaptInputError(f"--entity-weight must be a finite number, got {entity_weight}")
         if domain is not None and output_format != "spacy":
