@@ -238,6 +238,8 @@ class CorpusEntry:
         if "path" not in value:
             raise ValueError(f"MultiDomainCorpus: {setting} needs a `path`")
         v2 = "share" in keys
+        if not v2 and value.get("upsample", 1.0) is None:
+            raise ValueError(f"MultiDomainCorpus: {name}.upsample must be a number >= 0, got None")
         return cls(name, value["path"], domain=value.get("domain"),
                    upsample=value.get("upsample", None if v2 else 1.0), raw=value.get("raw", False),
                    limit=value.get("limit", 0), share=value.get("share"))

@@ -129,3 +129,22 @@ def test_v2_settings_errors_name_the_setting(sizes, domains, kwargs, message):
     full = {name: {"path": sizes["raw" if v.get("raw") else "small"], **v} for name, v in domains.items()}
     with pytest.raises(ValueError, match=message):
         create_multi_domain_corpus_v2(domains=full, **kwargs)
+
+
+def test_a_joint_config_switches_to_v2_by_overrides(tmp_path, nlp, sizes):
+    """The README's overrides: v2 reader, the fixed factors set to null."""
+    from pathlib import Path
+
+    from spacy.util import load_config, resolve_dot_names
+
+    config = load_config(Path(__file__).parents[1] / "configs" / "bilstm_joint.cfg", overrides={
+        "paths.source_train": sizes["source"], "paths.target_train": sizes["small"],
+        "paths.target_dev": sizes["small"],
+        "corpora.train.@readers": "spacy_crossner.MultiDomainCorpus.v2",
+        "corpora.train.domains.source.upsample": None, "corpora.train.domains.target.upsample": None,
+    }, interpolate=False)
+    corpus = resolve_dot_names(config.interpolate(), ["corpora.train"])[0]
+    assert domain_counts(corpus, nlp) == {"news": round(404 * 20 / 22), "ai": round(404 * 2 / 22)}
+    # v1 keeps refusing a null factor
+    with pytest.raises(ValueError, match="target.upsample must be a number >= 0, got None"):
+        create_multi_domain_corpus(domains={"target": {"path": sizes["small"], "upsample": None}})
