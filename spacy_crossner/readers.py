@@ -2,7 +2,10 @@
 
 ``spacy_crossner.MultiDomainCorpus.v1`` yields training examples from several labelled corpora
 and optional raw-text corpora, each upsampled (or downsampled) by its own factor and shuffled
-under a seed. ``spacy_crossner.DomainCorpus.v1`` reads one domain (dev and test sets).
+under a seed; ``spacy_crossner.MultiDomainCorpus.v2`` mixes the labelled corpora by their sizes
+instead (the square root of each size by default, or a fixed share), so targets of any size get
+a sensible part of each pass. ``spacy_crossner.DomainCorpus.v1`` reads one domain (dev and test
+sets).
 Examples keep the gold tokenization: the predicted doc has the reference's words.
 
 Every corpus is checked when it is read (at ``spacy train``'s initialization), and errors name
