@@ -114,7 +114,8 @@ def make_vectors(
         files of whitespace-separated tokens) whose tokens decide which rows to keep: a row is
         kept when any of its keys (with the case forms) is the text of one of their tokens, so
         every token of these corpora reads the same vector as from the whole table; the other
-        rows are dropped. None keeps every row.
+        rows are dropped, except the table's last row (spaCy's StaticVectors backpropagates
+        through it for tokens without a vector). None keeps every row.
     RETURNS (VectorsSummary): what was read and written.
     """
     if case not in CASES:
@@ -518,6 +519,7 @@ def prune_vectors_to(
     texts (Set[str]): token texts that must read the same vector as before.
     strings_out (StringStore): the string store of the pruned table; the kept keys' strings
         are added to it.
+    The table's last row is kept too, last (see the comment below), with its keys.
     RETURNS (Tuple[Vectors, int]): the pruned table, and how many of ``texts`` have a vector.
     """
     strings = vectors.strings
@@ -529,6 +531,11 @@ def prune_vectors_to(
         if row >= 0:
             rows.add(row)
             covered += 1
+    if vectors.shape[0]:
+        # spaCy's StaticVectors gathers row -1 for a token without a vector: the output is
+        # zeroed, but the gradient of its projection still reads the table's last row. Keeping
+        # that row last keeps training identical to training with the whole table.
+        rows.add(vectors.shape[0] - 1)
     kept = sorted(rows)
     new_row = {row: i for i, row in enumerate(kept)}
     data = vectors.data[kept] if kept else vectors.data[:0]

@@ -5,6 +5,7 @@ import numpy
 import pytest
 import spacy
 from spacy.tokens import DocBin
+from spacy.util import fix_random_seed
 from typer.testing import CliRunner
 
 from spacy_crossner.cli import app
@@ -59,13 +60,14 @@ def test_pruned_table_reads_the_same_vectors_for_every_corpus_token(tmp_path, co
     # either table (mixed case)
     kept = {"hochreiter", "lstm", "google", "london", "paris", "france", "networks",
             ".", "apple", "the", "zebra"}
-    assert pruned.vectors.shape == (len(kept), WIDTH)
+    # ... plus the table's last row ("Apple"), kept last: spaCy's StaticVectors reads row -1
+    # in the backward pass of tokens without a vector
+    assert pruned.vectors.shape == (len(kept) + 1, WIDTH)
+    numpy.testing.assert_array_equal(pruned.vectors.data[-1], full.vectors.data[-1])
     assert not pruned.has_vector("quokka") and not pruned.has_vector("Hinton")
     # a kept row keeps all its keys, so other case forms of a corpus word read it too
     numpy.testing.assert_allclose(pruned["ZEBRA"].vector, table["zebra"], rtol=1e-6)
-    # "Apple" has its own row in the table, which no corpus token reads
-    assert not pruned.has_vector("Apple")
-    assert summary.kept_rows == len(kept) and summary.rows == len(TABLE)
+    assert summary.kept_rows == len(kept) + 1 and summary.rows == len(TABLE)
     assert summary.corpus_words == len(words)
     assert summary.covered_words == sum(full.has_vector(w) for w in words)
     assert summary.keys == len(pruned.vectors.key2row) < summary.pruned_from
@@ -78,15 +80,22 @@ def test_a_model_predicts_the_same_with_the_pruned_table(tmp_path, corpus):
     make_vectors(str(tmp_path / "glove.txt"), tmp_path / "full", case="uncased")
     make_vectors(str(tmp_path / "glove.txt"), tmp_path / "pruned", case="uncased",
                  prune_to=[corpus / "corpus"])
-    results = []
+    results, weights = [], []
     for table in ("full", "pruned"):
+        fix_random_seed(0)
         nlp = blank_with({"model": {"@architectures": "spacy_crossner.BiLSTMCRF.v1", "hidden_size": 16,
-                                    "tok2vec": {**TINY_FEATURES, "include_static_vectors": True}}})
+                                    "tok2vec": {**TINY_FEATURES, "include_static_vectors": True,
+                                                "dropout": 0.2}}})
         nlp.vocab.vectors = spacy.load(tmp_path / table).vocab.vectors
-        train(nlp, make_examples(nlp, NEWS + AI), n_iter=30, seed=1)
+        # with dropout, and tokens without a vector ("ImageNet", "John") in every batch
+        train(nlp, make_examples(nlp, NEWS + AI), n_iter=30, seed=1, drop=0.2)
+        static = [node for node in nlp.get_pipe("crossner").model.walk() if node.name == "static_vectors"]
+        weights.append(static[0].get_param("W").copy())
         nlp.to_disk(tmp_path / f"pipeline_{table}")
         loaded = spacy.load(tmp_path / f"pipeline_{table}")
         results.append(predicted_ents(loaded, NEWS + AI))
+    # training is the same step for step: the projection of the vectors ends up identical
+    numpy.testing.assert_array_equal(weights[0], weights[1])
     assert results[0] == results[1]
 
 
@@ -97,7 +106,7 @@ def test_cli_prune_to_and_its_errors(tmp_path, corpus):
                                  "--prune-to", str(corpus / "corpus"), "--prune-to", str(corpus / "raw.txt"),
                                  "--no-progress"])
     assert result.exit_code == 0, result.output
-    assert "Pruned to the corpora" in result.output and "kept 11 of 16 rows" in result.output
+    assert "Pruned to the corpora" in result.output and "kept 12 of 16 rows" in result.output
     result = runner.invoke(app, ["vectors", str(tmp_path / "glove.txt"), str(tmp_path / "out2"),
                                  "--prune-to", str(tmp_path / "missing.spacy")])
     assert result.exit_code == 1
