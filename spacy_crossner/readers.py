@@ -93,7 +93,7 @@ def create_multi_domain_corpus_v2(
     mix (str): how the labelled corpora without a ``share`` split the rest of a pass:
         "sqrt" (default; in proportion to the square root of their sizes: CoNLL-2003's 14,041
         sentences and a 100-sentence target give the target 7.8 % of a pass, about 11 copies,
-        close to CrossNER's x10; a 2,400-sentence target gets 29 %, about 2 copies), "size"
+        close to CrossNER's x10; a 2,321-sentence target gets 29 %, about 2 copies), "size"
         (in proportion to their sizes: each once), "equal" (equal parts) or "upsample" (v1:
         each labelled corpus's own fixed ``upsample`` factor, default 1; e.g. CrossNER's
         joint setting, target ``upsample = 10``).
