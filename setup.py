@@ -21,6 +21,7 @@ ENTRY_POINTS = {
     ],
     "spacy_readers": [
         "spacy_crossner.MultiDomainCorpus.v1 = spacy_crossner.readers:create_multi_domain_corpus",
+        "spacy_crossner.MultiDomainCorpus.v2 = spacy_crossner.readers:create_multi_domain_corpus_v2",
         "spacy_crossner.DomainCorpus.v1 = spacy_crossner.readers:create_domain_corpus",
     ],
     "spacy_scorers": [
