@@ -101,7 +101,7 @@ def test_the_mapping_covers_every_config_the_study_and_project_train():
     named = set(re.findall(r"configs/\$\{vars\.(\w+)\}", project))
     defaults = dict(re.findall(r'^  (config_\w+): "?(\w+)"?', project, re.M))
     used = {defaults[key] for key in named}
-    used |= set(re.findall(r"\.\./configs/(\w+)\.cfg", project))
+    used |= set(re.findall(r"\.\./configs/([a-z0-9_]+)\.cfg", project))
     assert {"bilstm_target", "trf_joint", "label_aware_source"} <= used
     for method in study.METHODS + study.STAGE1:
         if not method.kind.startswith("spacy"):
