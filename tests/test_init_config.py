@@ -261,3 +261,19 @@ def test_pieces_ship_with_the_package():
                           for p in pieces)
     # and they stay short: a setting lives in one piece
     assert sum(len(p.read_text().splitlines()) for p in CONFIGS_DIR.rglob("*.cfg")) < 700
+
+
+def test_the_headers_command_writes_the_same_config(tmp_path):
+    """The "Made by" line is a command that rewrites the file, overrides (a whole optimizer
+    block included) and all."""
+    import shlex
+
+    first = study_configs.write_config("pgn_sda_paper", tmp_path)
+    made = first.read_text().splitlines()[1].split("# Made by: ", 1)[1]
+    args = shlex.split(made)[3:]  # after python -m spacy_crossner
+    again = tmp_path / "again.cfg"
+    args[1] = str(again)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    body = lambda path: [l for l in path.read_text().splitlines() if not l.startswith("#")]  # noqa: E731
+    assert body(again) == body(first)
