@@ -101,6 +101,19 @@ TRAIN_ARGS: Dict[str, str] = {
 }
 
 
+# What the header adds for some features: how to use them when training.
+FEATURE_NOTES: Dict[str, str] = {
+    "wordchar_vectors": "# Vectors: add --paths.vectors VECTORS_DIR (`python -m spacy_crossner vectors` writes one).",
+    "spacy_tok2vec": "# The sourced tok2vec trains with the NER loss; to freeze it add --training.frozen_components "
+                     "'[\"tok2vec\"]' --training.annotating_components '[\"tok2vec\"]' (a frozen tok2vec that does "
+                     "not annotate leaves the listener nothing to read).",
+    "transformer": "# Transformer: --paths.transformer NAME_OR_DIR (a Hugging Face model or a DAPT output); "
+                   "null = the bundled MiniLM.",
+    "transformer_frozen": "# Transformer: --paths.transformer NAME_OR_DIR (a Hugging Face model or a DAPT output); "
+                          "null = the bundled MiniLM.",
+}
+
+
 def _check(name: str, value: str, choices: Dict[str, Choice]) -> Choice:
     if value not in choices:
         raise InitConfigError(
@@ -240,6 +253,8 @@ def header(*, arch: str, features: str, setting: str, output: str,
         f"# Train:   python -m spacy train {output} {TRAIN_ARGS[setting]} --gpu-id 0",
         "# (drop --gpu-id 0 on CPU; any setting below can be overridden on the command line the same way)",
     ]
+    if features in FEATURE_NOTES:
+        lines.append(FEATURE_NOTES[features])
     return "\n".join(lines) + "\n"
 
 
