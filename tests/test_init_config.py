@@ -292,3 +292,32 @@ def test_a_fingerprint_sees_one_changed_setting():
     changed = compose(arch="bilstm", features="wordchar", setting="joint",
                       overrides={"training.batcher.size": 17})
     assert fingerprint(changed) != fingerprint(config)
+
+
+@pytest.mark.parametrize("arch,setting,domains", [
+    ("bilstm", "zero", {"news"}),        # not a study config: zero-shot BiLSTM-CRF
+    ("pgn", "target", {"ai"}),           # not a study config: PGN on the target alone
+    ("moee", "joint", {"news", "ai"}),   # not a study config: MoEE with target labels
+])
+def test_a_choice_outside_the_study_trains_on_any_corpus(tmp_path, arch, setting, domains):
+    """Domains named news and ai (not CrossNER's), set the way the header says."""
+    from spacy.cli.train import train
+
+    from util import write_corpus
+
+    paths = write_corpus(tmp_path)
+    out = tmp_path / "c.cfg"
+    init_config(out, arch=arch, features="wordchar", setting=setting)
+    needed = Config().from_disk(out, interpolate=False)["paths"]
+    overrides = {f"paths.{k}": v for k, v in paths.items() if k in needed}
+    overrides.update({"training.max_steps": 2, "training.max_epochs": 0, "training.eval_frequency": 1,
+                      "components.crossner.model.hidden_size": 16,
+                      "components.crossner.model.tok2vec.word_width": 16,
+                      "components.crossner.model.tok2vec.word_rows": 200})
+    if setting == "zero":
+        overrides.update({"vars.source_domain": "news", "vars.target_domains": ["ai"]})
+    train(out, tmp_path / "model", overrides=overrides, use_gpu=-1)
+    nlp = spacy.load(tmp_path / "model" / "model-last")
+    assert set(nlp.get_pipe("crossner").domains) == domains
+    if setting == "zero":
+        assert nlp.get_pipe("crossner").cfg["domain_aliases"] == {"ai": "news"}
