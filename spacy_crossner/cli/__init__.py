@@ -5,6 +5,8 @@ plain keyword-only functions of the library modules, which never import the CLI.
 """
 from ._util import app, fail
 
-from . import annotate, convert, dapt, evaluate, quantize, report, self_train, vectors  # noqa: F401,E402  (register the commands)
+from . import (  # noqa: F401,E402  (register the commands)
+    annotate, convert, dapt, evaluate, init_config, quantize, report, self_train, vectors,
+)
 
 __all__ = ["app", "fail"]
