@@ -46,6 +46,8 @@ setup(
     long_description=open("README.md", encoding="utf8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["spacy_crossner", "spacy_crossner.*"]),
+    # the configs of `python -m spacy_crossner best-pipeline` (spacy_crossner/best.py)
+    package_data={"spacy_crossner": ["recipes/*.cfg"]},
     python_requires=">=3.9",
     install_requires=[
         "spacy>=3.8.0,<3.9.0",

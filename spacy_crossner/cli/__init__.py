@@ -5,6 +5,6 @@ plain keyword-only functions of the library modules, which never import the CLI.
 """
 from ._util import app, fail
 
-from . import annotate, convert, dapt, evaluate, report, vectors  # noqa: F401,E402  (register the commands)
+from . import annotate, best, convert, dapt, evaluate, report, vectors  # noqa: F401,E402  (register the commands)
 
 __all__ = ["app", "fail"]
