@@ -51,6 +51,8 @@ class Budget:
     patience (int): stop after this many steps without a better dev F1 (0 = never early).
     source_max_steps (int): most steps of the transformer's source stage.
     source_limit (int): use only the first N docs of each source corpus (0 = all).
+    source_dev_limit (int): select the source stage on the first N docs of each source dev set
+        (0 = all; a transformer evaluates a large dev set slowly on a CPU).
     source_upsample (float): share of each source corpus's docs per pass (1 = all, 0.5 = a random
         half: a subsampled source stage).
     target_upsample (float): copies of the target's train docs per pass in the fast recipe's joint
@@ -62,6 +64,7 @@ class Budget:
     patience: int = 400
     source_max_steps: int = 2000
     source_limit: int = 0
+    source_dev_limit: int = 0
     source_upsample: float = 1.0
     target_upsample: float = 10.0
 
@@ -69,7 +72,7 @@ class Budget:
         for name in ("max_steps", "eval_frequency", "source_max_steps"):
             if getattr(self, name) < 1:
                 raise BestPipelineError(f"--{name.replace('_', '-')} must be at least 1, not {getattr(self, name)}")
-        for name in ("patience", "source_limit"):
+        for name in ("patience", "source_limit", "source_dev_limit"):
             if getattr(self, name) < 0:
                 raise BestPipelineError(f"--{name.replace('_', '-')} must be 0 or more, not {getattr(self, name)}")
         for name in ("source_upsample", "target_upsample"):
@@ -220,6 +223,7 @@ def _source_domains(config, sources: Sequence[Corpus], budget: Budget, train_onl
         config["paths"]["source_dev_0"] = None
         config["corpora"]["dev"]["path"] = "${paths.source_dev_0}"
         config["corpora"]["dev"]["domain"] = None
+        config["corpora"]["dev"]["limit"] = budget.source_dev_limit
         names.append("source_dev_0")
     else:
         dev = {"@readers": "spacy_crossner.MultiDomainCorpus.v1", "seed": 0, "shuffle": False,
@@ -227,7 +231,7 @@ def _source_domains(config, sources: Sequence[Corpus], budget: Budget, train_onl
         for i, _source in enumerate(sources):
             key = f"source_dev_{i}"
             config["paths"][key] = None
-            dev["domains"][f"source_{i}"] = {"path": f"${{paths.{key}}}"}
+            dev["domains"][f"source_{i}"] = {"path": f"${{paths.{key}}}", "limit": budget.source_dev_limit}
             names.append(key)
         config["corpora"]["dev"] = dev
     return names

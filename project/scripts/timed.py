@@ -81,6 +81,34 @@ def lines_of_step(step: str) -> int:
     return next((len(c.get("script", [])) for c in commands if c.get("name") == step), 0)
 
 
+def parent_workflow() -> str:
+    """The workflow of the ``spacy project run WORKFLOW`` process that started this line ("" when
+    not known, e.g. a single command or not on Linux)."""
+    try:
+        argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode("utf8", "replace").split("\0")
+    except OSError:
+        return ""
+    for i, token in enumerate(argv[:-1]):
+        if token == "run" and i > 0 and "project" in argv[i - 1]:
+            return argv[i + 1]
+    return ""
+
+
+def workflow_position(step: str, workflow: str) -> str:
+    """"[WORKFLOW] step N of M: STEP" when STEP is in the project's WORKFLOW, else ""."""
+    import srsly
+
+    if not workflow:
+        return ""
+    try:
+        steps = srsly.read_yaml(PROJECT_DIR / "project.yml").get("workflows", {}).get(workflow, [])
+    except (OSError, ValueError):
+        return ""
+    if step not in steps:
+        return ""
+    return f"[{workflow}] step {steps.index(step) + 1} of {len(steps)}: {step}"
+
+
 def read_log(path: Path = LOG) -> list:
     if not path.exists():
         return []
@@ -213,6 +241,11 @@ def main() -> None:
         sys.exit(run_job(step, threads, log, args, json.loads(os.environ[JOB_ENV])))
     if queue_line(step, threads, log, args):
         return
+    command, _ = split_name(step)
+    if not [r for r in read_log() if r["run"] == run_id() and r["step"] == command]:
+        position = workflow_position(command, parent_workflow())
+        if position:
+            print(position, flush=True)
     code, seconds = run(step, threads, args, log, echo=True)
     if code != 0:
         print(f"[time] {step}: failed after {format_seconds(seconds)}", flush=True)

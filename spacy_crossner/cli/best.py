@@ -33,6 +33,8 @@ def best_pipeline_cli(
                                  "steps without a better dev F1 (0: run to the step budget)."),
     source_limit: int = typer.Option(0, "--source-limit", help="Use only the first N docs of each source "
                                      "corpus (0: all)."),
+    source_dev_limit: int = typer.Option(0, "--source-dev-limit", help="Select the source stage on the "
+                                         "first N docs of each source dev set (0: all)."),
     source_upsample: float = typer.Option(1.0, "--source-upsample", help="Share of the source docs used "
                                           "per pass (0.5: a random half each pass)."),
     target_upsample: float = typer.Option(_BUDGET.target_upsample, "--target-upsample", help="fast recipe: "
@@ -66,7 +68,7 @@ def best_pipeline_cli(
     if recipe not in RECIPES:
         fail(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
     budget = Budget(max_steps=max_steps, eval_frequency=eval_frequency, patience=patience,
-                    source_max_steps=source_max_steps, source_limit=source_limit,
+                    source_max_steps=source_max_steps, source_limit=source_limit, source_dev_limit=source_dev_limit,
                     source_upsample=source_upsample, target_upsample=target_upsample)
     try:
         result = best_pipeline(sources=source, target=target, output=output, test=test, recipe=recipe,
