@@ -128,3 +128,23 @@ def test_errors_name_what_to_fix(corpora, tmp_path):
     out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp_path / "x"), "--source", str(source),
                                    "--max-steps", "0"])
     assert out.exit_code == 1 and "--max-steps must be at least 1" in out.output
+
+
+def test_help_lists_every_command_with_its_whole_description():
+    """`python -m spacy_crossner --help` wraps each command's first paragraph instead of cutting
+    it with "..." (issue 46 item 5); best-pipeline's options all have help."""
+    from spacy_crossner.cli._util import first_paragraph
+
+    out = CliRunner().invoke(app, ["--help"], terminal_width=80)
+    assert out.exit_code == 0
+    listing = " ".join(out.output.split("Commands:")[1].split())
+    assert "..." not in listing
+    for info in app.registered_commands:
+        assert first_paragraph(info.callback.__doc__) in listing, info.name
+    assert "best-pipeline Train the best pipeline for your target corpus in one command" in listing
+    text = CliRunner().invoke(app, ["best-pipeline", "--help"], terminal_width=100).output
+    for option in ("--source", "--test", "--recipe", "--max-steps", "--source-max-steps", "--eval-frequency",
+                   "--patience", "--source-limit", "--source-dev-limit", "--source-upsample", "--seed",
+                   "--source-seed", "--transformer", "--vectors", "--cache", "--workdir", "--gpu-id", "--threads",
+                   "--overwrite"):
+        assert option in text, option

@@ -3,8 +3,10 @@
 ``_util`` holds the typer ``app``; each command module registers its commands on it and calls
 plain keyword-only functions of the library modules, which never import the CLI.
 """
-from ._util import app, fail
+from ._util import app, fail, full_short_help
 
 from . import annotate, best, convert, dapt, evaluate, report, vectors  # noqa: F401,E402  (register the commands)
+
+full_short_help(app)
 
 __all__ = ["app", "fail"]
