@@ -472,6 +472,14 @@ def best_pipeline(
         raise BestPipelineError(f"OUTPUT {output} exists and is not empty; choose another folder or "
                                 f"give --overwrite to replace it")
     workdir = Path(workdir) if workdir else output.with_name(output.name + "-training")
+    # --overwrite removes OUTPUT: never a folder that holds the inputs, the work or the cache
+    resolved = output.resolve()
+    for what, path in [("TARGET", target_corpus.path), ("--workdir", workdir), ("the current folder", Path.cwd()),
+                       ("--cache", Path(cache) if cache else default_cache())] + [("--source", s.path) for s in source_corpora]:
+        inner = Path(path).resolve()
+        if inner == resolved or resolved in inner.parents:
+            raise BestPipelineError(f"OUTPUT {output} contains {what} ({path}); write the pipeline to a "
+                                    f"folder of its own")
     workdir.mkdir(parents=True, exist_ok=True)
     source_seed = seed if source_seed is None else source_seed
     summary: Dict[str, Any] = {"recipe": recipe, "sources": [str(s.path) for s in source_corpora],

@@ -148,3 +148,10 @@ def test_help_lists_every_command_with_its_whole_description():
                    "--source-seed", "--transformer", "--vectors", "--cache", "--workdir", "--gpu-id", "--threads",
                    "--overwrite"):
         assert option in text, option
+
+
+def test_output_never_holds_the_inputs(corpora):
+    tmp, source, target = corpora
+    with pytest.raises(BestPipelineError, match="contains TARGET"):
+        best_pipeline(sources=[source], target=target, output=target.parent, overwrite=True, budget=TINY)
+    assert (target / "train.spacy").is_file()
