@@ -742,6 +742,13 @@ def test_runner_and_timed_say_which_step_and_the_time_left(tmp_path):
     steps = srsly.read_yaml(PROJECT / "project.yml")["workflows"]["all"]
     assert timed.workflow_position("train", "all") == f"[all] step {steps.index('train') + 1} of {len(steps)}: train"
     assert timed.workflow_position("train", "") == "" and timed.workflow_position("nope", "all") == ""
+    last = tmp_path / "timings.json"
+    last.write_text(json.dumps({"steps": [{"step": name, "seconds": 60.0} for name in steps]}))
+    assert timed.workflow_position(steps[-2], "all", last) == (
+        f"[all] step {len(steps) - 1} of {len(steps)}: {steps[-2]}; about 2 min 00 s left (the step "
+        "times of the last run, timings.json)")
+    last.write_text(json.dumps({"steps": [{"step": "train", "seconds": None}]}))
+    assert timed.workflow_position("train", "all", last).endswith(": train")
     # a running job's rows: which job of how many, its step budget, the time left at its step rate
     log = tmp_path / "t.log"
     log.write_text(_rows(SAMPLE_LOG, {0}))

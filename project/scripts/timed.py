@@ -94,9 +94,13 @@ def parent_workflow() -> str:
     return ""
 
 
-def workflow_position(step: str, workflow: str) -> str:
-    """"[WORKFLOW] step N of M: STEP" when STEP is in the project's WORKFLOW, else ""."""
+def workflow_position(step: str, workflow: str, timings: Path = None) -> str:
+    """"[WORKFLOW] step N of M: STEP" when STEP is in the project's WORKFLOW, else "". When an
+    earlier run of ``all`` left its step times (``reports/timings.json``, the ``timings`` step),
+    the line adds the time that run took from this step on, as an estimate of the time left."""
     import srsly
+
+    timings = PROJECT_DIR / "reports" / "timings.json" if timings is None else timings
 
     if not workflow:
         return ""
@@ -106,7 +110,15 @@ def workflow_position(step: str, workflow: str) -> str:
         return ""
     if step not in steps:
         return ""
-    return f"[{workflow}] step {steps.index(step) + 1} of {len(steps)}: {step}"
+    text = f"[{workflow}] step {steps.index(step) + 1} of {len(steps)}: {step}"
+    try:
+        before = {r["step"]: r.get("seconds") for r in srsly.read_json(timings).get("steps", [])}
+    except (OSError, ValueError, AttributeError):
+        return text
+    rest = [before.get(name) for name in steps[steps.index(step):]]
+    if workflow == "all" and rest and all(isinstance(sec, (int, float)) for sec in rest):
+        text += f"; about {format_seconds(sum(rest))} left (the step times of the last run, {timings.name})"
+    return text
 
 
 def read_log(path: Path = LOG) -> list:
