@@ -17,9 +17,11 @@ ENTRY_POINTS = {
         "spacy_crossner.LabelAwareTagger.v1 = spacy_crossner.models.label_aware:build_label_aware_tagger",
         "spacy_crossner.MultiCellLSTM.v1 = spacy_crossner.models.multi_cell:build_multi_cell_lstm",
         "spacy_crossner.PGNBiLSTM.v1 = spacy_crossner.models.pgn:build_pgn_bilstm",
+        "spacy_crossner.Int8TransformerModel.v1 = spacy_crossner.models.int8_transformer:build_int8_transformer_model",
     ],
     "spacy_readers": [
         "spacy_crossner.MultiDomainCorpus.v1 = spacy_crossner.readers:create_multi_domain_corpus",
+        "spacy_crossner.MultiDomainCorpus.v2 = spacy_crossner.readers:create_multi_domain_corpus_v2",
         "spacy_crossner.DomainCorpus.v1 = spacy_crossner.readers:create_domain_corpus",
     ],
     "spacy_scorers": [
@@ -31,6 +33,9 @@ ENTRY_POINTS = {
     ],
     "spacy_batchers": [
         "spacy_crossner.domain_schedule.v1 = spacy_crossner.readers:make_domain_schedule_batcher",
+    ],
+    "spacy_augmenters": [
+        "spacy_crossner.mention_replace.v1 = spacy_crossner.augment:create_mention_replace_augmenter",
     ],
     "spacy_callbacks": [
         "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",

@@ -28,6 +28,24 @@ and spaCy ``ner`` on the bundled MiniLM (``spacy_ner_minilm``). Transformer rows
 (``--trf-train-docs``, ``--trf-infer-docs``): on 2 CPU cores they are slow.
 
 torch runs on one thread (OMP_NUM_THREADS=1 and ``torch.set_num_threads(1)``).
+
+The int8 comparison (issue 50, ``--int8``): per CrossNER domain, our transformer pipeline in
+fp32 and its int8 copy (``python -m spacy_crossner quantize``) against spaCy ``ner`` on the
+bundled MiniLM, in the same run, on one thread and on every thread (``--threads 1,all``).
+Each (pipeline, variant, domain, threads) runs in its own subprocess: words/s of
+``nlp.pipe`` over the domain's test set, its test F1 (``spacy_crossner.evaluate``, sentence
+mode, as the study scores), the RSS once the pipeline is loaded and the peak RSS. Pipelines
+are the study's trained ones (``--study-workdir`` finds ``{method}-{domain}-minilm-s{seed}/
+model-best``) or given one by one (``--trained NAME/DOMAIN=PATH``); without either, tiny
+pipelines trained for a few steps on ``--trf-train-docs`` sentences (a check that the
+benchmark runs: their F1 means nothing). The peer is spaCy ``ner`` + MiniLM trained for a few
+steps on the domain's labels (the speed of a network does not depend on its training).
+Writes ``benchmarks/results/speed_int8.md`` and the raw rows ``speed_int8.json`` (one per
+pipeline x variant x domain x threads: variant, words/s, ratio to spaCy ner + MiniLM in the
+same run, test F1 and its change from fp32, RSS)::
+
+    python benchmarks/speed.py --int8 --study-workdir /tmp/crossner_study --rounds 2
+    python benchmarks/speed.py --int8 --domains ai --trf-train-docs 16 --infer-docs 16 --rounds 1
 """
 import argparse
 import json
@@ -35,6 +53,7 @@ import os
 import platform
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -352,6 +371,288 @@ def write_report(args, rows: List[Dict], total: float, load: str) -> None:
     (Path(args.output)).write_text("\n".join(lines) + "\n")
 
 
+# -- int8 on CPU (issue 50) -------------------------------------------------------------------
+
+STUDY_DOMAINS = ["ai", "literature", "music", "politics", "science"]
+INT8_METHODS = ["trf_target", "trf_finetune"]
+PEER = "spacy_ner_minilm"
+
+
+def current_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def train_tiny(arch: str, domain: str, out: Path, work: Path, n_train: int, steps: int, seed: int) -> None:
+    """A pipeline of ``arch`` ("transformer_tagger" or spaCy's ner on MiniLM) trained for a few
+    steps on ``n_train`` sentences of ``domain``, saved to ``out`` (a subprocess's work)."""
+    import torch
+    from thinc.api import fix_random_seed
+
+    torch.set_num_threads(1)
+    fix_random_seed(seed)
+    nlp = build_spacy_ner(arch) if arch == PEER else build_crossner(arch, domain)
+    rng = random.Random(seed)
+    pool = [d for d in load_docs(work, domain, "train") if len(d)]
+    examples = make_examples(nlp, rng.sample(pool, min(len(pool), n_train)))
+    optimizer = nlp.initialize(lambda: examples)
+    for step in range(steps):
+        nlp.update(examples[(step * 16) % len(examples):][:16] or examples[:16], sgd=optimizer, drop=0.1)
+    partial = out.with_name(out.name + ".partial")  # a run cut short leaves no half pipeline at out
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    nlp.to_disk(partial)
+    partial.rename(out)
+
+
+def test_file(work: Path, domain: str, n_docs: int) -> Path:
+    """The domain's test set as a .spacy file (its first ``n_docs`` sentences; 0 = all)."""
+    from spacy.tokens import DocBin
+
+    full = work / "corpus" / domain / "test.spacy"
+    if not full.exists():
+        load_docs(work, domain, "test")
+    if not n_docs:
+        return full
+    part = work / "int8" / "tests" / f"{domain}_{n_docs}.spacy"
+    if not part.exists():
+        import spacy
+
+        docs = list(DocBin(store_user_data=True).from_disk(full).get_docs(spacy.blank("en").vocab))
+        part.parent.mkdir(parents=True, exist_ok=True)
+        DocBin(docs=docs[:n_docs], store_user_data=True).to_disk(part)
+    return part
+
+
+def measure_loaded(path: Path, data: Path, threads: int, batch_size: int,
+                   max_batch_items: Optional[int]) -> Dict:
+    """Load a pipeline, then words/s and entity F1 of one ``nlp.pipe`` pass over ``data``."""
+    import spacy
+    import torch
+    from spacy.tokens import DocBin
+
+    from spacy_crossner.evaluate import evaluate
+
+    torch.set_num_threads(threads)
+    rss_start = current_rss_mb()
+    overrides = {}
+    if max_batch_items:
+        overrides = {f"components.{name}.max_batch_items": max_batch_items
+                     for name in spacy.util.load_config(path / "config.cfg")["components"]
+                     if name == "transformer"}
+    nlp = spacy.load(path, config=overrides)
+    rss_loaded = current_rss_mb()
+    warm = list(DocBin(store_user_data=True).from_disk(data).get_docs(nlp.vocab))[:16]
+    list(nlp.pipe([t.text for t in warm]))  # warm-up
+    result = evaluate(model=path, data=data, nlp=nlp, batch_size=batch_size)
+    from spacy_crossner.models.pytorch_int8 import count_int8_linears
+
+    int8_layers = sum(count_int8_linears(pipe.model.transformer) for name, pipe in nlp.pipeline
+                      if hasattr(pipe.model, "transformer"))
+    return {
+        "words_s": result["words_per_second"],
+        "test_f1": 100 * result["ents_f"],
+        "n_docs": result["n_docs"],
+        "n_words": result["n_words"],
+        "rss_start_mb": rss_start,
+        "rss_loaded_mb": rss_loaded,
+        "pipeline_rss_mb": rss_loaded - rss_start,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "int8_layers": int8_layers,
+        "threads": threads,
+    }
+
+
+def int8_pipelines(args) -> List[Dict]:
+    """The pipelines to compare: {pipeline, domain, path, trained}."""
+    import re
+
+    found = []
+    for item in args.trained or []:
+        name_domain, _, path = item.partition("=")
+        name, _, domain = name_domain.partition("/")
+        if not (name and domain and path):
+            sys.exit(f"--trained {item!r}: write NAME/DOMAIN=PATH, e.g. trf_target-s555/ai=training/model-best")
+        if not (Path(path) / "config.cfg").exists():
+            sys.exit(f"--trained {item!r}: {path} is not a pipeline directory (no config.cfg)")
+        found.append({"pipeline": name, "domain": domain, "path": Path(path), "trained": True})
+    if args.study_workdir:
+        if not Path(args.study_workdir).is_dir():
+            sys.exit(f"--study-workdir {args.study_workdir}: no such directory (the study's --workdir)")
+        pattern = re.compile(rf"^({'|'.join(args.methods.split(','))})-(\w+)-minilm-s(\d+)$")
+        for run in sorted(Path(args.study_workdir).iterdir()):
+            m = pattern.match(run.name)
+            if m and (run / "model-best" / "config.cfg").exists() and m.group(2) in args.domains.split(",") \
+                    and (not args.seeds or m.group(3) in args.seeds.split(",")):
+                found.append({"pipeline": f"{m.group(1)}-s{m.group(3)}", "domain": m.group(2),
+                              "path": run / "model-best", "trained": True})
+        if not found:
+            sys.exit(f"--study-workdir {args.study_workdir}: no {{{args.methods}}}-DOMAIN-minilm-sSEED/"
+                     "model-best found for the domains " + args.domains)
+    return found
+
+
+def run_sub(cmd: List[str], threads: int) -> str:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def run_int8(args) -> None:
+    work = args.work / "int8"
+    work.mkdir(parents=True, exist_ok=True)
+    domains = args.domains.split(",")
+    all_threads = os.cpu_count() or 1
+    threads = sorted({all_threads if t == "all" else int(t) for t in args.threads.split(",")})
+    subjects = int8_pipelines(args)
+    tiny = not subjects
+    jobs = []  # (pipeline, domain, variant, path, trained)
+    for domain in domains:
+        peer = work / "peers" / domain
+        if not peer.exists():
+            print(f"training the peer {PEER} on {domain} ({args.trf_train_docs} sentences, "
+                  f"{args.tiny_steps} steps)", flush=True)
+            run_sub([__file__, "--int8-train", PEER, "--domain", domain, "--out", str(peer),
+                     "--work", str(args.work), "--train-docs", str(args.trf_train_docs),
+                     "--steps", str(args.tiny_steps), "--seed", str(args.seed)], 1)
+        jobs.append((PEER, domain, PEER, peer, False))
+        if tiny:
+            path = work / "tiny" / domain
+            if not path.exists():
+                print(f"training a tiny transformer_tagger on {domain}", flush=True)
+                run_sub([__file__, "--int8-train", "transformer_tagger", "--domain", domain, "--out",
+                         str(path), "--work", str(args.work), "--train-docs", str(args.trf_train_docs),
+                         "--steps", str(args.tiny_steps), "--seed", str(args.seed)], 1)
+            subjects.append({"pipeline": "transformer_tagger-tiny", "domain": domain, "path": path,
+                             "trained": False})
+    for s in subjects:
+        if s["domain"] not in domains:
+            continue
+        int8 = work / "int8_copies" / f"{s['pipeline']}-{s['domain']}"
+        if int8.exists():
+            shutil.rmtree(int8)  # always from the pipeline given now
+        run_sub(["-m", "spacy_crossner", "quantize", str(s["path"]), str(int8)], 1)
+        jobs.append((s["pipeline"], s["domain"], "fp32", s["path"], s["trained"]))
+        jobs.append((s["pipeline"], s["domain"], "int8", int8, s["trained"]))
+    load_start = os.getloadavg()
+    start = time.time()
+    runs: Dict = {}
+    for r in range(args.rounds):
+        args.rounds_done = r + 1
+        for n in threads:
+            for pipeline, domain, variant, path, trained in (jobs if r % 2 == 0 else jobs[::-1]):
+                data = test_file(args.work, domain, args.infer_docs)
+                cmd = [__file__, "--int8-worker", str(path), "--data", str(data), "--threads", str(n),
+                       "--batch-size", str(args.batch_size)]
+                if args.max_batch_items:
+                    cmd += ["--max-batch-items", str(args.max_batch_items)]
+                row = json.loads(run_sub(cmd, n).strip().splitlines()[-1])
+                row.update(pipeline=pipeline, domain=domain, variant=variant, trained=trained, path=str(path))
+                runs.setdefault((pipeline, domain, variant, n), []).append(row)
+                print(f"round {r} {n} thread(s) {pipeline} {variant} {domain}: {row['words_s']:,.0f} w/s, "
+                      f"F1 {row['test_f1']:.2f}, loaded {row['pipeline_rss_mb']:.0f} MB", flush=True)
+        rows = int8_rows(runs)
+        load = f"{load_start[0]:.1f} / {os.getloadavg()[0]:.1f}"
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        write_int8_report(args, rows, time.time() - start, load, tiny)
+    print(Path(args.output).read_text())
+
+
+def int8_rows(runs: Dict) -> List[Dict]:
+    """One row per (pipeline, variant, domain, threads): medians over rounds, the ratio to the
+    peer of the same domain and threads (per round, then the median), the F1 change from fp32."""
+    rows = []
+    for (pipeline, domain, variant, n), rs in runs.items():
+        row = dict(rs[0])
+        row["words_s"] = statistics.median(r["words_s"] for r in rs)
+        row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in rs)
+        row["pipeline_rss_mb"] = statistics.median(r["pipeline_rss_mb"] for r in rs)
+        peers = runs.get((PEER, domain, PEER, n), [])
+        ratios = [a["words_s"] / b["words_s"] for a, b in zip(rs, peers)]
+        row["ratio_to_spacy_ner_minilm"] = statistics.median(ratios) if ratios else None
+        row["rounds"] = len(rs)
+        rows.append(row)
+    fp32 = {(r["pipeline"], r["domain"], r["threads"]): r for r in rows if r["variant"] == "fp32"}
+    for row in rows:
+        base = fp32.get((row["pipeline"], row["domain"], row["threads"]))
+        row["test_f1_change"] = (row["test_f1"] - base["test_f1"]) if base and row["variant"] != PEER else None
+        if row["variant"] == PEER:
+            row["test_f1"] = None  # a few training steps: its F1 is not a result
+    order = {"fp32": 0, "int8": 1, PEER: 2}
+    return sorted(rows, key=lambda r: (r["domain"], r["threads"], r["pipeline"] == PEER, r["pipeline"],
+                                       order.get(r["variant"], 3)))
+
+
+def write_int8_report(args, rows: List[Dict], total: float, load: str, tiny: bool) -> None:
+    import spacy
+    import torch
+
+    threads = sorted({r["threads"] for r in rows})
+    lines = [
+        "# int8 transformer pipelines on CPU (issue 50)",
+        "",
+        f"- Command (from the repository root): `python benchmarks/speed.py {' '.join(args.argv)}`",
+        f"- Machine: {os.cpu_count()} CPU cores, {cpu_model()}, no GPU; torch {torch.__version__}, "
+        f"spaCy {spacy.__version__}, Python {platform.python_version()}; load average at start / "
+        f"end: {load} (the benchmark's own processes count in it).",
+        f"- Date: {utc_now()}; total {total / 60:.1f} min; {args.rounds_done} of {args.rounds} "
+        f"interleaved round(s), medians; raw rows in `{Path(args.json).name}`.",
+        f"- Inference: `nlp.pipe(batch_size={args.batch_size})` over "
+        + (f"the first {args.infer_docs} test sentences" if args.infer_docs else "the whole test set")
+        + " of each domain; transformer `max_batch_items` "
+        + (str(args.max_batch_items) if args.max_batch_items else "as saved in each pipeline")
+        + "; test F1: `spacy_crossner.evaluate`, sentence mode. int8 = `python -m spacy_crossner "
+        "quantize` (per-channel dynamic int8 of the encoder's linear layers). Peer: spaCy `ner` "
+        "on the same MiniLM (a few training steps; speed only).",
+    ]
+    if tiny:
+        lines.append("- **Tiny pipelines** (a few training steps): a check that the benchmark runs; "
+                     "their F1 and F1 changes mean nothing.")
+    lines += [
+        "",
+        "## Words per second, memory, F1",
+        "",
+        "| domain | threads | pipeline | variant | words/s | x spaCy ner + MiniLM | test F1 | F1 change | "
+        "loaded pipeline RSS (MB) | peak RSS (MB) |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def fmt(value, spec):
+        return "" if value is None else format(value, spec)
+
+    for r in rows:
+        lines.append(
+            f"| {r['domain']} | {r['threads']} | {r['pipeline']} | {r['variant']} | {r['words_s']:,.0f} | "
+            f"{fmt(r['ratio_to_spacy_ner_minilm'], '.2f')} | {fmt(r['test_f1'], '.2f')} | "
+            f"{fmt(r['test_f1_change'], '+.2f')} | {r['pipeline_rss_mb']:,.0f} | {r['peak_rss_mb']:,.0f} |"
+        )
+    lines += ["", "## Targets", "", "| target | domain | value | met |", "|---|---|---:|---|"]
+    goals = [(1, 2.0), (max(threads), 1.5)] if len(threads) > 1 else [(threads[0], 2.0 if threads[0] == 1 else 1.5)]
+    for n, goal in goals:
+        for domain in sorted({r["domain"] for r in rows}):
+            ratios = [r["ratio_to_spacy_ner_minilm"] for r in rows if r["domain"] == domain and r["threads"] == n
+                      and r["variant"] == "int8" and r["ratio_to_spacy_ner_minilm"] is not None]
+            if ratios:
+                value = statistics.mean(ratios)
+                lines.append(f"| int8 inference >= {goal}x spaCy ner + MiniLM, {n} thread(s) | {domain} | "
+                             f"{value:.2f} | {'yes' if value >= goal else '**no**'} |")
+    for domain in sorted({r["domain"] for r in rows}):
+        changes = [r["test_f1_change"] for r in rows if r["domain"] == domain and r["variant"] == "int8"
+                   and r["threads"] == threads[0] and r["test_f1_change"] is not None]
+        if changes:
+            value = statistics.mean(changes)
+            met = "n/a (tiny)" if tiny else ("yes" if value >= -0.5 else "**no**")
+            lines.append(f"| test F1 change >= -0.5 (mean over {len(changes)} pipeline(s)) | {domain} | "
+                         f"{value:+.2f} | {met} |")
+    (Path(args.output)).write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small check: 4 types, few docs, one round")
@@ -368,8 +669,46 @@ def main() -> None:
     parser.add_argument("--json", default=str(RESULTS / "speed.json"), help="rows as JSON")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--set", type=int, default=4, help=argparse.SUPPRESS)
+    int8 = parser.add_argument_group("int8 comparison (issue 50)")
+    int8.add_argument("--int8", action="store_true",
+                      help="compare fp32 and int8 transformer pipelines with spaCy ner + MiniLM")
+    int8.add_argument("--study-workdir", type=Path, default=None,
+                      help="the study's --workdir: its {method}-{domain}-minilm-s{seed}/model-best")
+    int8.add_argument("--methods", default=",".join(INT8_METHODS), help="study methods (comma-separated)")
+    int8.add_argument("--seeds", default="", help="study seeds to use (comma-separated; default all)")
+    int8.add_argument("--trained", action="append", default=[],
+                      help="a trained pipeline NAME/DOMAIN=PATH (repeatable)")
+    int8.add_argument("--domains", default=",".join(STUDY_DOMAINS), help="CrossNER domains (comma-separated)")
+    int8.add_argument("--threads", default="1,all", help="torch thread counts (comma-separated; all = every core)")
+    int8.add_argument("--batch-size", type=int, default=256, help="nlp.pipe batch size")
+    int8.add_argument("--max-batch-items", type=int, default=0,
+                      help="the transformer component's max_batch_items (0 = as saved in the pipeline)")
+    int8.add_argument("--tiny-steps", type=int, default=4, help="training steps of the tiny pipelines and peers")
+    parser.add_argument("--int8-worker", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--int8-train", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--domain", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, default=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.argv = sys.argv[1:]
+    if args.int8_worker:
+        row = measure_loaded(args.int8_worker, args.data, int(args.threads), args.batch_size,
+                             args.max_batch_items or None)
+        print(json.dumps(row))
+        return
+    if args.int8_train:
+        train_tiny(args.int8_train, args.domain, args.out, args.work, args.train_docs, args.steps, args.seed)
+        return
+    if args.int8:
+        if args.output == str(RESULTS / "speed.md"):
+            args.output = str(RESULTS / "speed_int8.md")
+        if args.json == str(RESULTS / "speed.json"):
+            args.json = str(RESULTS / "speed_int8.json")
+        if "--infer-docs" not in sys.argv:
+            args.infer_docs = 0  # the whole test set: F1 is part of the result
+        run_int8(args)
+        return
     if args.worker:
         row = measure(args.worker, args.set, args.train_docs, args.infer_docs, args.work, args.seed)
         print(json.dumps(row))

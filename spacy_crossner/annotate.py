@@ -8,14 +8,20 @@ input file, and sends each shard's docs to the cluster. A worker loads the pipel
 or an installed package name, see :func:`load_pipeline`), runs ``nlp.pipe`` over the shard and
 returns a DocBin with user data, so every doc keeps ``doc._.domain`` and the entity probabilities
 in ``doc.spans["crossner"].attrs["scores"]``. The client writes ``OUTPUT_DIR/<shard>.spacy``
-under a temporary name and renames it when complete, so a rerun skips the finished shards. A
-shard that fails is reported by name, with its input file and doc range; the other shards are
-still written. ``OUTPUT_DIR/shards.json`` records the plan, and a rerun with another plan (other
-inputs or ``shard_size``) is refused rather than mixing two shardings.
+under a temporary name and renames it when complete, then writes ``<shard>.done.json``: the
+fingerprint of the shard's input (its texts or docs and the ``--domain`` given), the model's
+fingerprint (every file of the pipeline directory) and the output's size and SHA-256. A rerun
+skips a shard only when all of these still match, so a truncated or deleted output, or an input
+record edited since, is annotated again; shards annotated by another model are refused (use
+``redo_all`` to annotate them again, or ``mix_models`` to keep them). A shard that fails is
+reported by name, with its input file and doc range; the other shards are still written.
+``OUTPUT_DIR/shards.json`` records the plan, and a rerun with another plan (other inputs or
+``shard_size``) is refused rather than mixing two shardings.
 
 Only the workers need the pipeline; input and output stay on the client, so the cluster needs no
 shared file system. Dask is imported only here (``pip install "spacy_crossner[distributed]"``).
 """
+import hashlib
 import json
 import logging
 import os
@@ -33,6 +39,7 @@ from .domains import get_domain, set_domain
 
 SUFFIXES = (".spacy", ".txt", ".jsonl")
 MANIFEST = "shards.json"
+DONE_SUFFIX = ".done.json"
 # Shard records: a text and its domain (None: the component's target_domain).
 TextRecord = Tuple[str, Optional[str]]
 
@@ -58,6 +65,8 @@ class AnnotateSummary:
     done: int
     skipped: int
     failed: List[str] = field(default_factory=list)
+    redone: int = 0  # shards whose earlier output was stale, incomplete or unverifiable
+    mixed: int = 0  # shards of another model kept (mix_models)
     docs: int = 0
     words: int = 0
     seconds: float = 0.0
@@ -89,7 +98,15 @@ def input_files(path: Union[str, Path]) -> List[Path]:
 
 
 def _jsonl_records(path: Path) -> Iterator[TextRecord]:
-    with path.open(encoding="utf8") as f:
+    try:
+        yield from _jsonl_lines(path)
+    except UnicodeDecodeError as err:
+        raise AnnotateError(f"{path}: not UTF-8 text ({err}); save it as UTF-8") from None
+
+
+def _jsonl_lines(path: Path) -> Iterator[TextRecord]:
+    # utf-8-sig: a BOM (Windows editors write one) is not part of the first record
+    with path.open(encoding="utf-8-sig") as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -107,7 +124,7 @@ def _jsonl_records(path: Path) -> Iterator[TextRecord]:
 
 def _txt_records(path: Path) -> Iterator[TextRecord]:
     try:
-        with path.open(encoding="utf8") as f:
+        with path.open(encoding="utf-8-sig") as f:
             for line in f:
                 yield line.rstrip("\n"), None
     except UnicodeDecodeError as err:
@@ -123,26 +140,97 @@ def _read_docbin(path: Path) -> List[Doc]:
         raise AnnotateError(f"{path}: not a readable .spacy DocBin ({err})") from None
 
 
-def _count(path: Path) -> int:
+def _records(path: Path) -> List[Any]:
     if path.suffix == ".spacy":
-        return len(_read_docbin(path))
+        return _read_docbin(path)
     if path.suffix == ".jsonl":
-        return sum(1 for _ in _jsonl_records(path))
-    return sum(1 for _ in _txt_records(path))
+        return list(_jsonl_records(path))
+    return list(_txt_records(path))
 
 
-def plan_shards(files: List[Path], shard_size: int, root: Optional[Path] = None) -> List[Shard]:
-    """Shards of at most ``shard_size`` docs, each within one file, named after the file."""
+def records_fingerprint(records: List[Any], domain: Optional[str]) -> str:
+    """SHA-256 of a shard's input: its (text, domain) records or its docs (text, tokens,
+    annotation and domain),
+    and the ``--domain`` given for docs without one (it changes what the model does)."""
+    digest = hashlib.sha256(json.dumps(["domain", domain]).encode("utf8"))
+    for record in records:
+        if isinstance(record, Doc):
+            # Doc.to_bytes lists strings in set order, which varies between processes
+            content = [record.to_json(), get_domain(record)]
+            digest.update(json.dumps(content, sort_keys=True, ensure_ascii=False).encode("utf8"))
+        else:
+            digest.update(json.dumps(list(record), ensure_ascii=False).encode("utf8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def plan_shards(
+    files: List[Path], shard_size: int, root: Optional[Path] = None, domain: Optional[str] = None,
+    fingerprints: Optional[Dict[str, str]] = None,
+) -> List[Shard]:
+    """Shards of at most ``shard_size`` docs, each within one file, named after the file.
+
+    fingerprints (Optional[Dict[str, str]]): if given, filled with each shard's input
+        fingerprint (see :func:`records_fingerprint`), by shard name.
+    """
     if shard_size < 1:
         raise AnnotateError(f"--shard-size must be at least 1, got {shard_size}")
     shards = []
     for path in files:
         rel = path.relative_to(root) if root is not None else Path(path.name)
         stem = "__".join(rel.parts).replace(" ", "_")
-        n = _count(path)
+        records = _records(path)
+        n = len(records)
         for i, start in enumerate(range(0, n, shard_size)):
-            shards.append(Shard(f"{stem}.{i:05d}", str(path), start, min(start + shard_size, n)))
+            shard = Shard(f"{stem}.{i:05d}", str(path), start, min(start + shard_size, n))
+            shards.append(shard)
+            if fingerprints is not None:
+                fingerprints[shard.name] = records_fingerprint(records[shard.start:shard.stop], domain)
     return shards
+
+
+def model_fingerprint(model: str) -> Optional[str]:
+    """SHA-256 of every file of a pipeline directory (or of an installed pipeline package's
+    folder): its meta, config and weights. None when the client cannot find the pipeline (a
+    package installed on the workers only): the workers' fingerprint is used then."""
+    path = Path(model)
+    if not path.is_dir():
+        try:
+            path = package_dir(model)
+        except AnnotateError:
+            return None
+        # spacy.load reads the folder with the config (name-version/), as nlp.path on a worker
+        configs = sorted(path.glob("*/config.cfg"))
+        path = configs[0].parent if configs else path
+    return dir_fingerprint(path)
+
+
+def package_dir(name: str) -> Path:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name.replace("-", "_"))
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise AnnotateError(f"{name}: no pipeline folder or installed package of that name")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def dir_fingerprint(path: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(file.relative_to(path).as_posix()).encode("utf8") + b"\0")
+        digest.update(_file_sha256(file).encode("ascii"))
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class _Reader:
@@ -152,24 +240,21 @@ class _Reader:
         self.path: Optional[str] = None
         self.records: List[Any] = []
 
-    def payload(self, shard: Shard, domain: Optional[str]) -> Tuple[str, Any]:
+    def payload(self, shard: Shard, domain: Optional[str]) -> Tuple[str, Any, str]:
+        """(kind, data, input fingerprint) of a shard, read now: the fingerprint is that of what
+        is sent, even if the file changed since planning."""
         if shard.path != self.path:
-            path = Path(shard.path)
-            if path.suffix == ".spacy":
-                self.records = _read_docbin(path)
-            elif path.suffix == ".jsonl":
-                self.records = list(_jsonl_records(path))
-            else:
-                self.records = list(_txt_records(path))
+            self.records = _records(Path(shard.path))
             self.path = shard.path
         part = self.records[shard.start:shard.stop]
+        fingerprint = records_fingerprint(part, domain)
         if Path(shard.path).suffix == ".spacy":
             if domain is not None:
                 for doc in part:
                     if get_domain(doc) is None:
                         set_domain(doc, domain)
-            return "docbin", DocBin(docs=part, store_user_data=True).to_bytes()
-        return "texts", [(text, own or domain) for text, own in part]
+            return "docbin", DocBin(docs=part, store_user_data=True).to_bytes(), fingerprint
+        return "texts", [(text, own or domain) for text, own in part], fingerprint
 
 
 # -- workers ----------------------------------------------------------------------------------
@@ -191,9 +276,12 @@ def load_pipeline(model: str, gpu_id: int = -1):
         return _PIPELINES[key]
 
 
-def worker_ready(model: str, gpu_id: int = -1) -> str:
-    """Load the pipeline on a worker before the shards arrive; returns its pipe names."""
-    return ",".join(load_pipeline(model, gpu_id).pipe_names)
+def worker_ready(model: str, gpu_id: int = -1) -> Tuple[str, Optional[str]]:
+    """Load the pipeline on a worker before the shards arrive; returns its pipe names and the
+    fingerprint of the folder it was loaded from (None if not from a folder)."""
+    nlp = load_pipeline(model, gpu_id)
+    path = getattr(nlp, "path", None)
+    return ",".join(nlp.pipe_names), dir_fingerprint(Path(path)) if path else None
 
 
 def annotate_shard(model: str, kind: str, data: Any, batch_size: int, gpu_id: int = -1) -> Tuple[bytes, int, int]:
@@ -249,6 +337,73 @@ def _check_manifest(output_dir: Path, plan: Dict[str, Any]) -> None:
     os.replace(tmp, manifest)
 
 
+def _done_path(output_dir: Path, name: str) -> Path:
+    return output_dir / f"{name}{DONE_SUFFIX}"
+
+
+def shard_state(output_dir: Path, name: str, fingerprint: str) -> Tuple[str, Optional[str]]:
+    """Whether a shard's output can be kept: ("done", model fingerprint) when its output is
+    complete (size and SHA-256 as recorded) and was made from this input; ("missing", None),
+    ("incomplete", None) or ("stale", None) otherwise."""
+    final = output_dir / f"{name}.spacy"
+    if not final.exists():
+        return "missing", None
+    try:
+        record = json.loads(_done_path(output_dir, name).read_text(encoding="utf8"))
+        size, sha, made_from, model = record["bytes"], record["sha256"], record["input"], record["model"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "incomplete", None  # no record: interrupted, or written by an older version
+    if final.stat().st_size != size or _file_sha256(final) != sha:
+        return "incomplete", None
+    if made_from != fingerprint:
+        return "stale", None
+    return "done", model
+
+
+def _write_shard(output_dir: Path, name: str, data: bytes, record: Dict[str, Any]) -> None:
+    """The shard's DocBin, then its record: a shard is done only once both are in place."""
+    done = _done_path(output_dir, name)
+    if done.exists():
+        done.unlink()
+    final = output_dir / f"{name}.spacy"
+    tmp = output_dir / f".{name}.spacy.tmp"
+    tmp.write_bytes(data)
+    os.replace(tmp, final)
+    record = dict(record, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    tmp_done = output_dir / f".{name}.done.tmp"
+    tmp_done.write_text(json.dumps(record), encoding="utf8")
+    os.replace(tmp_done, done)
+
+
+def _select_todo(shards: List[Shard], fingerprints: Dict[str, str], output_dir: Path,
+                 model: str, model_fp: str, redo_all: bool, mix_models: bool,
+                 summary: "AnnotateSummary") -> List[Shard]:
+    """The shards to annotate; refuses to mix models unless told to."""
+    todo: List[Shard] = []
+    others: List[str] = []
+    for shard in shards:
+        state, made_by = shard_state(output_dir, shard.name, fingerprints[shard.name])
+        if state == "done" and made_by != model_fp and not redo_all:
+            if not mix_models:
+                others.append(shard.name)
+                continue
+            summary.mixed += 1
+        if state == "done" and not redo_all:
+            summary.skipped += 1
+            continue
+        if state in ("incomplete", "stale") or (state == "done" and redo_all):
+            summary.redone += 1
+        todo.append(shard)
+    if others:
+        raise AnnotateError(
+            f"{output_dir} holds {len(others)} shard(s) ({others[0]}, ...) annotated with another "
+            f"model than {model} (its files changed, or another pipeline was given): pass "
+            "--redo-all to annotate every shard again with this model, --mix-models to keep them "
+            "and annotate only the rest with this one, or use a new output folder"
+        )
+    return todo
+
+
 def _error_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}".strip()
 
@@ -265,6 +420,8 @@ def annotate(
     domain: Optional[str] = None,
     gpu_id: int = -1,
     progress: Optional[bool] = None,
+    redo_all: bool = False,
+    mix_models: bool = False,
 ) -> AnnotateSummary:
     """Annotate a corpus in shards on a Dask cluster, one output DocBin per shard.
 
@@ -282,6 +439,11 @@ def annotate(
         without "domain", DocBin docs without a domain); None: the component's target_domain.
     gpu_id (int): GPU a worker uses (-1: CPU).
     progress (Optional[bool]): show a progress bar (None: when writing to a terminal).
+    redo_all (bool): annotate every shard again, finished ones included.
+    mix_models (bool): keep finished shards annotated by another model (or another version of
+        the pipeline's files) and annotate only the others; by default that is an error.
+    A finished shard is skipped only if its output is complete and its input unchanged (see
+    :func:`shard_state`); others are annotated again and counted in ``summary.redone``.
     Raises AnnotateError for user errors and, after the other shards were written, for failed
     shards (naming each one, its input file and doc range, and the error).
     """
@@ -304,21 +466,33 @@ def annotate(
         raise AnnotateError(f"--workers must be at least 1, got {workers}")
     if batch_size < 1:
         raise AnnotateError(f"--batch-size must be at least 1, got {batch_size}")
+    if redo_all and mix_models:
+        raise AnnotateError("--redo-all annotates every shard again, --mix-models keeps old ones: give one")
     if inputs.is_dir() and output_dir.resolve().is_relative_to(inputs.resolve()):
         raise AnnotateError(
             f"Output {output_dir} is inside the input folder {inputs}: its shards would be read as "
             "input by the next run; choose an output folder outside it"
         )
     files = input_files(inputs)
-    shards = plan_shards(files, shard_size, root=inputs if inputs.is_dir() else None)
+    fingerprints: Dict[str, str] = {}
+    shards = plan_shards(files, shard_size, root=inputs if inputs.is_dir() else None,
+                         domain=domain, fingerprints=fingerprints)
+    if not shards:
+        raise AnnotateError(
+            f"Input {inputs} holds no docs ({', '.join(str(f) for f in files[:3])} "
+            f"{'are' if len(files) > 1 else 'is'} empty): nothing to annotate"
+        )
     output_dir.mkdir(parents=True, exist_ok=True)
     plan = {"inputs": str(inputs.resolve()), "shard_size": shard_size, "shards": [asdict(s) for s in shards]}
     _check_manifest(output_dir, plan)
-    todo = [s for s in shards if not (output_dir / f"{s.name}.spacy").exists()]
-    summary = AnnotateSummary(str(output_dir), len(shards), 0, len(shards) - len(todo))
-    if not todo:
-        return summary
+    summary = AnnotateSummary(str(output_dir), len(shards), 0, 0)
     model = _resolve_model(model)
+    model_fp = model_fingerprint(model)
+    if model_fp is not None:
+        todo = _select_todo(shards, fingerprints, output_dir, model, model_fp, redo_all,
+                            mix_models, summary)
+        if not todo:
+            return summary
 
     cluster = None
     try:
@@ -333,10 +507,14 @@ def annotate(
             except OSError as err:
                 raise AnnotateError(f"Cannot reach the Dask scheduler at {scheduler}: {err}") from None
         with client:
-            _load_on_workers(client, model, gpu_id)
+            worker_fp = _load_on_workers(client, model, gpu_id)
+            if model_fp is None:  # a package installed on the workers only
+                model_fp = worker_fp or f"name:{model}"
+                todo = _select_todo(shards, fingerprints, output_dir, model, model_fp, redo_all,
+                                    mix_models, summary)
             start = time.perf_counter()
-            _run(client, as_completed, tqdm, todo, output_dir, model, domain, batch_size, gpu_id,
-                 workers, summary, progress)
+            _run(client, as_completed, tqdm, todo, output_dir, model, model_fp, domain,
+                 batch_size, gpu_id, workers, summary, progress)
             summary.seconds = time.perf_counter() - start
     finally:
         if cluster is not None:
@@ -350,41 +528,51 @@ def annotate(
     return summary
 
 
-def _load_on_workers(client, model: str, gpu_id: int) -> None:
-    """Load the pipeline on every worker, so a model no worker can load fails once, clearly."""
+def _load_on_workers(client, model: str, gpu_id: int) -> Optional[str]:
+    """Load the pipeline on every worker, so a model no worker can load fails once, clearly.
+    Returns the fingerprint of the pipeline folder the workers loaded (see
+    :func:`model_fingerprint`); workers that load different files are an error."""
     addresses = list(client.nthreads())
     if not addresses:
         raise AnnotateError("The Dask cluster has no workers")
     futures = {a: client.submit(worker_ready, model, gpu_id, workers=[a], allow_other_workers=False,
                                 pure=False, key=f"load-pipeline-{a}") for a in addresses}
+    found: Dict[Optional[str], str] = {}
     for address, future in futures.items():
         try:
-            future.result()
+            _, fingerprint = future.result()
         except Exception as err:
             raise AnnotateError(
                 f"Worker {address} cannot load the pipeline {model} ({_error_line(err)}): give a "
                 "path every worker can read, or install the packaged pipeline on the workers"
             ) from None
+        found.setdefault(fingerprint, address)
+    if len(found) > 1:
+        raise AnnotateError(
+            f"The workers load different files as {model} (e.g. {', '.join(found.values())}): "
+            "install the same pipeline version on every worker"
+        )
+    return next(iter(found))
 
 
 def _run(client, as_completed, tqdm, todo: List[Shard], output_dir: Path, model: str,
-         domain: Optional[str], batch_size: int, gpu_id: int, workers: int,
+         model_fp: str, domain: Optional[str], batch_size: int, gpu_id: int, workers: int,
          summary: AnnotateSummary, progress: Optional[bool]) -> None:
     """Submit the shards with a bounded number in flight (the client reads each shard's input
     only when it is submitted) and write each result as it arrives."""
     reader = _Reader()
     pending = iter(todo)
     in_flight = 2 * sum(client.nthreads().values())
-    owners: Dict[str, Shard] = {}
+    owners: Dict[str, Tuple[Shard, str]] = {}
 
     def submit_next(queue) -> bool:
         shard = next(pending, None)
         if shard is None:
             return False
-        kind, data = reader.payload(shard, domain)
+        kind, data, fingerprint = reader.payload(shard, domain)
         future = client.submit(annotate_shard, model, kind, data, batch_size, gpu_id,
                                key=f"annotate-{shard.name}-{time.time_ns()}", pure=False)
-        owners[future.key] = shard
+        owners[future.key] = (shard, fingerprint)
         queue.add(future)
         return True
 
@@ -394,7 +582,7 @@ def _run(client, as_completed, tqdm, todo: List[Shard], output_dir: Path, model:
             break
     bar = tqdm(total=len(todo), unit="shard", disable=None if progress is None else not progress)
     for future in queue:
-        shard = owners.pop(future.key)
+        shard, fingerprint = owners.pop(future.key)
         try:
             data, n_docs, n_words = future.result()
         except Exception as err:
@@ -403,10 +591,8 @@ def _run(client, as_completed, tqdm, todo: List[Shard], output_dir: Path, model:
                 f"{_error_line(err)}"
             )
         else:
-            final = output_dir / f"{shard.name}.spacy"
-            tmp = output_dir / f".{shard.name}.spacy.tmp"
-            tmp.write_bytes(data)
-            os.replace(tmp, final)
+            _write_shard(output_dir, shard.name, data,
+                         {"input": fingerprint, "model": model_fp, "model_name": model, "docs": n_docs})
             summary.done += 1
             summary.docs += n_docs
             summary.words += n_words
@@ -418,12 +604,38 @@ def _run(client, as_completed, tqdm, todo: List[Shard], output_dir: Path, model:
 
 
 def read_output(output_dir: Union[str, Path], vocab: Vocab) -> List[Doc]:
-    """The annotated docs of an output folder, in input order (the order of ``shards.json``)."""
+    """The annotated docs of an output folder, in input order (the order of ``shards.json``).
+    A missing, incomplete or unreadable shard is an error naming its file."""
     output_dir = Path(output_dir)
-    manifest = json.loads((output_dir / MANIFEST).read_text(encoding="utf8"))
+    manifest_path = output_dir / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf8"))
+        names = [shard["name"] for shard in manifest["shards"]]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise AnnotateError(
+            f"{manifest_path}: not the plan of an annotate run ({_error_line(err)})"
+        ) from None
     docs: List[Doc] = []
-    for shard in manifest["shards"]:
-        docbin = DocBin().from_disk(output_dir / f"{shard['name']}.spacy")
-        with msgpack_hooks_collected_once():
-            docs.extend(docbin.get_docs(vocab))
+    for name in names:
+        path = output_dir / f"{name}.spacy"
+        redo = "rerun the annotate command to annotate it (again)"
+        if not path.exists():
+            raise AnnotateError(f"{path}: shard missing (not annotated yet, or it failed): {redo}")
+        try:
+            record = json.loads(_done_path(output_dir, name).read_text(encoding="utf8"))
+        except (OSError, ValueError):
+            record = None  # written by an older version: read it as it is
+        if record is not None and record.get("bytes") != path.stat().st_size:
+            raise AnnotateError(
+                f"{path}: shard incomplete ({path.stat().st_size:,} bytes, "
+                f"{record.get('bytes')} written): {redo}"
+            )
+        try:
+            docbin = DocBin().from_disk(path)
+            with msgpack_hooks_collected_once():
+                docs.extend(docbin.get_docs(vocab))
+        except Exception as err:  # spaCy's E1014, msgpack and zlib errors do not name the file
+            raise AnnotateError(
+                f"{path}: not a readable .spacy DocBin ({_error_line(err)}): {redo}"
+            ) from None
     return docs

@@ -190,6 +190,11 @@ def _resolve_inputs(input_path: Path) -> Tuple[List[Path], List[Tuple[Path, str]
                 f"skipped: {listed}). Name a file directly to convert it whatever its name"
             )
         return files, skipped
+    if input_path.suffix == ".spacy":
+        raise ConversionError(
+            f"{input_path} is a .spacy DocBin, already converted: use it with spacy train or "
+            "evaluate as it is (convert reads token/tag column files)"
+        )
     return [input_path], []
 
 
@@ -283,6 +288,7 @@ def column_file_to_docs(
         entities) and, for documents, sentence starts.
     """
     for group in _group_sentences(column_file, by_document):
+        _check_entity_edges(column_file, group)
         doc, spans, repairs = _make_doc(
             vocab, group, column_file.scheme, by_document, label_map
         )
@@ -292,6 +298,23 @@ def column_file_to_docs(
             summary.entities.update(label for _, _, label in spans)
             summary.repairs.update(repairs)
         yield doc
+
+
+def _check_entity_edges(column_file: ColumnFile, sentences: Sequence[Sentence]) -> None:
+    """An entity may not begin or end on a token that is only whitespace (a no-break space read
+    as a token of a tab-separated file): no model can predict an entity edge there, so the gold
+    entity would be counted as missed by every model."""
+    for sent in sentences:
+        spans, _ = tags_to_spans(sent.tags, column_file.scheme)
+        for start, end, label in spans:
+            for i in (start, end - 1):
+                if not strip_controls(sent.words[i]):
+                    raise FormatError(
+                        column_file.path, sent.lines[i],
+                        f"the entity {label!r} {'begins' if i == start else 'ends'} on the token "
+                        f"{sent.words[i]!r}, which is only whitespace; no model can predict an "
+                        "entity edge there: tag it O or move the entity's edge to a word",
+                    )
 
 
 def _write_column_file(
@@ -421,11 +444,39 @@ def convert(
         }
         unused = sorted(set(label_map) - seen)
         if unused:
+            # Scoped to the whole call: an entry that matches a label of any file converted
+            # here is used; a map shared with data sets converted in other calls may leave
+            # entries unused on purpose, which the message says.
+            n = len(column_files)
             summary.warnings.append(
-                f"--label-map entries matched no label of the input: {', '.join(unused)} "
-                f"(labels found: {', '.join(sorted(seen)) or 'none'})"
+                f"--label-map entries matched no label of the {n} file{'s' if n != 1 else ''} "
+                f"converted in this call: {', '.join(unused)} (labels found: "
+                f"{', '.join(sorted(seen)) or 'none'}); check their spelling, or ignore this "
+                "if the map is shared with other data sets"
             )
+    summary.warnings.extend(identical_files_warnings([cf for _, cf in column_files]))
     return summary
+
+
+def identical_files_warnings(column_files: List[ColumnFile]) -> List[str]:
+    """A warning for each group of files with the same sentences (tokens and tags), e.g. a
+    data set that ships its test set as its dev set: early stopping on such a dev set selects
+    the model on the test set."""
+    groups: Dict[Tuple, List[ColumnFile]] = {}
+    for cf in column_files:
+        if cf.sentences:
+            content = tuple((tuple(s.words), tuple(s.tags)) for s in cf.sentences)
+            groups.setdefault(content, []).append(cf)
+    warnings = []
+    for same in groups.values():
+        if len(same) > 1:
+            names = " and ".join(str(cf.path) for cf in same)
+            warnings.append(
+                f"{names} hold the same {len(same[0].sentences):,} sentences: used as dev and "
+                "test sets, early stopping on dev selects the model on the test set, and its "
+                "test score is not held out; split a dev set off the training data instead"
+            )
+    return warnings
 
 
 def summary_table(summary: ConvertSummary) -> str:
@@ -493,6 +544,58 @@ def looks_like_columns(text: str) -> bool:
     return seen
 
 
+def _check_raw_output(output: Path, fmt: str, files: Sequence[Path]) -> None:
+    """The output is a file path that is none of the inputs, named for what is written (the
+    readers tell raw text from a DocBin by the suffix)."""
+    if output.is_dir():
+        raise ConversionError(f"Output {output} is a folder: give the path of the file to write")
+    if output.exists() and any(output.resolve() == Path(f).resolve() for f in files):
+        raise ConversionError(
+            f"Output {output} is also an input: writing it would replace that input before it "
+            "is read; give another output path"
+        )
+    if fmt == "spacy" and output.suffix != ".spacy":
+        raise ConversionError(
+            f"Output {output}: --format spacy writes a DocBin; name it .spacy (a {output.suffix or 'suffix-less'} "
+            "file is read as raw text by the readers)"
+        )
+
+
+def _column_line(line: str) -> bool:
+    """True for a line that reads as one token and its tag: a tab before an O or PREFIX-LABEL
+    tag, or two fields the second of which is a PREFIX-LABEL tag ("Alice B-person")."""
+    fields = line.split()
+    if len(fields) < 2:
+        return False
+    try:
+        prefix, _ = split_tag(strip_controls(fields[-1]))
+    except ValueError:
+        return False
+    return "\t" in line.strip() or (len(fields) == 2 and prefix != "O")
+
+
+def _check_not_mixed(path: Path) -> None:
+    """A file read as plain text must not hold token/tag lines: their tags would be written as
+    words of the raw text."""
+    lines = split_lines(read_utf8(path))
+    columns = [n for n, line in enumerate(lines, 1) if _column_line(line)]
+    # one space-separated "word B-xx" line may be text ("see B-52"); a tab or a second one is not
+    if not columns or (len(columns) == 1 and "\t" not in lines[columns[0] - 1].strip()):
+        return
+    column = columns[0]
+    plain = next(
+        (n for n, line in enumerate(lines, 1)
+         if line.split() and not is_docstart(line.split()[0]) and not _column_line(line)),
+        None,
+    )
+    raise ConversionError(
+        f"{path}, line {column} is a token/tag line ({lines[column - 1][:60]!r}) but line {plain} "
+        f"is not ({lines[plain - 1][:60]!r}), so the file is neither a column file nor plain text; "
+        "fix the file, or pass --input-format columns (tags dropped) or --input-format text "
+        "(every field kept as a word)"
+    )
+
+
 def _read_plain_text(path: Path):
     lines = split_lines(read_utf8(path))
     sentences = [line.split() for line in lines]
@@ -549,6 +652,7 @@ def write_raw_text(
         files.extend(found)
         skipped.extend(not_read)
     output = Path(output)
+    _check_raw_output(output, fmt, files)
     summary = RawTextSummary(output, skipped=skipped)
     seen = set()
     sentences: List[List[str]] = []
@@ -560,6 +664,8 @@ def write_raw_text(
             column_file = read_column_file(path, sep=sep)
             read = [s.words for s in column_file.sentences]
         else:
+            if input_format == "auto":
+                _check_not_mixed(path)
             read, empty = _read_plain_text(path)
             summary.empty_lines += empty
         summary.per_input[str(path)] = len(read)

@@ -251,13 +251,18 @@ def _split_fields(line: str, sep: str) -> List[str]:
     return fields
 
 
+def _strip_ascii(line: str) -> str:
+    # ASCII whitespace only: a token that is a no-break space keeps the tab after it.
+    return line.strip(" \t\n\r\v\f")
+
+
 def _detect_sep(lines: Sequence[str]) -> Tuple[str, Optional[int]]:
     """The separator of the first token line (not -DOCSTART-) and that line's number."""
     for line_no, line in enumerate(lines, start=1):
         fields = line.split(maxsplit=1)
         if not fields or is_docstart(fields[0]):
             continue
-        return ("tab" if "\t" in line.strip() else "space"), line_no
+        return ("tab" if "\t" in _strip_ascii(line) else "space"), line_no
     return "space", None
 
 
@@ -322,7 +327,7 @@ def read_column_file(
             n_docstart += 1
             doc_break = True
             continue
-        if sep_detected and sep == "space" and "\t" in line.strip():
+        if sep_detected and sep == "space" and "\t" in _strip_ascii(line):
             raise FormatError(
                 path, line_no,
                 f"this line is tab-separated but the first token line (line {sep_line}) is "

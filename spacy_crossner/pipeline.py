@@ -25,6 +25,8 @@ from thinc.api import Model, Optimizer
 from .decoding import bio_tags
 from .domains import doc_domain, example_domain, labelled_domain
 from .heap import TRIM_EVERY, release_freed_memory
+from . import training_checks
+from .training_summary import print_training_summary
 from .models.base import (
     TaggerInput,
     TaggerOutput,
@@ -457,6 +459,7 @@ class CrossNER(TrainablePipe):
             )
         for domain in self.cfg["labels"]:
             self.cfg["labels"][domain] = sorted(self.cfg["labels"][domain])
+        training_checks.check_initialize(self.cfg["labels"], nlp)
         self._validate_domains()
         if self.cfg["target_domain"] is None and len(self.cfg["labels"]) > 1 and nlp is not None:
             self.cfg["target_domain"] = infer_target_domain(nlp, self)
@@ -475,6 +478,8 @@ class CrossNER(TrainablePipe):
                 )
         self.model.initialize(X=self.make_input(sample) if sample else None)
         self.cfg["build_config"] = dict(self.model.attrs["build_config"])
+        if nlp is not None:
+            print_training_summary(nlp, self, get_examples)
 
     def _validate_domains(self) -> None:
         """domain_aliases point at labelled domains (checked at initialize and load)."""

@@ -48,12 +48,18 @@ class Run:
         per_type = scores.get("ents_per_type") or {}
         if not isinstance(per_type, dict):
             raise ReportError(f"{path}: ents_per_type must be an object {{label: {{p, r, f}}}}")
+        bad = next((label for label, v in per_type.items() if not isinstance(v, dict)), None)
+        if bad is not None:
+            raise ReportError(
+                f"{path}: ents_per_type[{bad!r}] must be an object {{p, r, f}}, got {per_type[bad]!r}"
+            )
         values = [scores.get(k) for k in ("ents_p", "ents_r", "ents_f")]
         values += [v.get(k) for v in per_type.values() for k in ("p", "r", "f")]
-        if any(v is not None and not isinstance(v, (int, float)) for v in values):
+        if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
             raise ReportError(f"{path}: scores must be numbers")
         # spaCy writes fractions; a file holding percentages is read as such
         scale = 1.0 if any(v is not None and v > 1.0 for v in values) else 100.0
+        _check_range(path, scores, per_type, scale)
         self.overall = _prf(scores, "ents_", scale)
         self.per_type = {label: _prf(v, "", scale) for label, v in per_type.items()}
         self.support = {
@@ -79,6 +85,35 @@ class Run:
             "unpredictable_types": self.unpredictable,
             "note": self.labels_note,
         }
+
+
+def _check_range(path: Path, scores: Dict[str, Any], per_type: Dict[str, Any], scale: float) -> None:
+    """Every score is a fraction in [0, 1] or a percentage in [0, 100], and the overall F is
+    the harmonic mean of P and R: a value above 1 switches the whole file to percentages, so a
+    fraction beside percentages (or a typo) would otherwise be reported wrongly."""
+    groups = [("ents_", scores)] + [
+        (f"ents_per_type.{label}.", v) for label, v in per_type.items() if isinstance(v, dict)
+    ]
+    for prefix, group in groups:
+        keys = ("ents_p", "ents_r", "ents_f") if prefix == "ents_" else ("p", "r", "f")
+        values = [group.get(k) for k in keys]
+        for key, value in zip(("p", "r", "f"), values):
+            if value is not None and (math.isnan(value) or not 0 <= value <= 100):
+                raise ReportError(
+                    f"{path}: {prefix}{key} = {value:g} is not a score (fractions 0-1 as spaCy "
+                    "writes them, or percentages 0-100)"
+                )
+        if prefix != "ents_" or any(v is None for v in values):
+            continue  # per-type scores are only range-checked (hand-made files round them)
+        p, r, f = (scale * float(v) for v in values)
+        expected = 2 * p * r / (p + r) if p + r else 0.0
+        if abs(f - expected) > 0.1:  # percentage points; files round to 4 decimals
+            raise ReportError(
+                f"{path}: {prefix}f = {values[2]:g} is not the harmonic mean of {prefix}p = "
+                f"{values[0]:g} and {prefix}r = {values[1]:g} (read as "
+                f"{'percentages' if scale == 1.0 else 'fractions'}, F would be {expected:.2f}%): "
+                "write all scores as fractions (0-1) or all as percentages (0-100)"
+            )
 
 
 def _prf_dict(prf: Tuple[float, float, float]) -> Dict[str, Optional[float]]:

@@ -15,6 +15,7 @@ GROUPS = {
     "spacy_misc": "misc",
     "spacy_callbacks": "callbacks",
     "spacy_batchers": "batchers",
+    "spacy_augmenters": "augmenters",
 }
 
 

@@ -5,7 +5,7 @@ plain keyword-only functions of the library modules, which never import the CLI.
 """
 from ._util import app, fail, full_short_help
 
-from . import annotate, best, convert, dapt, evaluate, report, vectors  # noqa: F401,E402  (register the commands)
+from . import annotate, best, convert, dapt, evaluate, quantize, report, self_train, vectors  # noqa: F401,E402  (register the commands)
 
 full_short_help(app)
 

@@ -51,7 +51,16 @@ def dapt_command(
     save_steps: int = typer.Option(10_000, "--save-steps", help="Save a checkpoint every N steps."),
     logging_steps: int = typer.Option(100, "--logging-steps", help="Log the training loss every N steps."),
     gradient_accumulation_steps: int = typer.Option(1, "--grad-accum", help="Steps accumulated per update."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints."),
+    resume: bool = typer.Option(
+        False, "--resume",
+        help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints. Promised: the "
+        "weights, optimizer and learning-rate schedule, step count and tokens seen continue from "
+        "the checkpoint, training ends at the same total --max-steps/--epochs, the held-out "
+        "loss is measured on the same blocks and masks, and the corpus and options must be "
+        "those of the first run (checked; only --max-steps/--epochs may grow). Not promised: "
+        "the same result as an uninterrupted run; the batches after the checkpoint are "
+        "shuffled and masked anew, so the final loss differs a little.",
+    ),
     progress: Optional[bool] = typer.Option(
         None, "--progress/--no-progress",
         help="--progress: a progress bar; --no-progress: a line (step, loss, time left) every "
@@ -94,11 +103,16 @@ def _is_main_process() -> bool:
 
 @app.command("select-corpus")
 def select_corpus_command(
-    corpus: Path = typer.Argument(..., help="Raw domain text (UTF-8), one paragraph or sentence per line."),
-    output_dir: Path = typer.Argument(..., help="Where domain/entity/task/integrated .txt are written."),
+    corpus: Path = typer.Argument(
+        ..., help="Raw text (UTF-8), one paragraph or sentence per line, or JSONL (see --input-format)."
+    ),
+    output_dir: Path = typer.Argument(
+        ..., help="Where domain/entity/task/integrated .txt (or, with --scorer, selected.txt) are written."
+    ),
     entities: List[Path] = typer.Option(
-        ..., "--entities", "-e",
-        help="Entity list: 'surface' or 'surface<TAB>type,...' per line (untyped: the file stem). Repeatable.",
+        [], "--entities", "-e",
+        help="Entity list: 'surface' or 'surface<TAB>type,...' per line (untyped: the file stem). "
+        "Repeatable. Needed for the levels; when ranking, default: the --target's annotated entities.",
     ),
     task_types: Optional[str] = typer.Option(
         None, "--task-types", "-t", help="Comma-separated domain-specialised types for the task level (default: all)."
@@ -109,20 +123,95 @@ def select_corpus_command(
     max_line_chars: int = typer.Option(
         DEFAULT_MAX_LINE_CHARS, "--max-line-chars", help="Longest corpus line accepted, in characters."
     ),
+    input_format: str = typer.Option(
+        "auto", "--input-format", help="text, jsonl, or auto (jsonl for *.jsonl, *.ndjson, *.json)."
+    ),
+    text_field: str = typer.Option("text", "--text-field", help="The JSONL field that holds the text."),
+    exclude: List[Path] = typer.Option(
+        [], "--exclude", "-x",
+        help="Dev/test corpus (column file, .spacy, plain text, or a folder): corpus sentences "
+        "duplicating one of its sentences are dropped and counted. Repeatable.",
+    ),
+    exclude_ngram: int = typer.Option(
+        13, "--exclude-ngram",
+        help="Also drop sentences sharing this many consecutive words with an excluded one (0: exact only).",
+    ),
+    target: List[Path] = typer.Option(
+        [], "--target", "-T",
+        help="The target's labelled text (column file, .spacy or plain text; repeatable): what --scorer ranks against.",
+    ),
+    scorer: Optional[str] = typer.Option(
+        None, "--scorer", "-s",
+        help="Rank the corpus instead of building the levels: 'lexical' (TF-IDF cosine to the "
+        "target) or 'minilm' (sentence-embedding cosine, the bundled MiniLM or --model).",
+    ),
+    top_n: Optional[int] = typer.Option(None, "--top-n", "-n", help="Ranking: keep the N best sentences."),
+    top_tokens: Optional[int] = typer.Option(
+        None, "--top-tokens", help="Ranking: keep the best sentences until they hold N word tokens."
+    ),
+    top_share: Optional[float] = typer.Option(
+        None, "--top-share", help="Ranking: keep this share (0-1] of the sentences scored."
+    ),
+    rank_level: str = typer.Option(
+        "domain", "--rank-level",
+        help="Ranking: rank only the sentences of this level: domain (all), entity (>= --min-entities "
+        "mentions) or task (a mention of --task-types).",
+    ),
+    entity_weight: float = typer.Option(
+        0.0, "--entity-weight", help="Ranking: added to a sentence's score per entity mention."
+    ),
+    min_tokens: int = typer.Option(5, "--min-tokens", help="Ranking: fewest word tokens of a sentence (0: none)."),
+    max_tokens: int = typer.Option(200, "--max-tokens", help="Ranking: most word tokens of a sentence (0: no limit)."),
+    background: int = typer.Option(
+        20_000, "--background",
+        help="Lexical scorer: the first N corpus sentences are the general sample its IDF is counted on.",
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m", help="minilm scorer: encoder directory or hub name (default: the bundled MiniLM)."
+    ),
+    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Sentences scored at once."),
+    gpu_id: Optional[int] = typer.Option(
+        None, "--gpu-id", help="minilm scorer: GPU to use; -1: CPU. Default: a GPU when torch sees one."
+    ),
+    threads: int = typer.Option(0, "--threads", help="torch CPU threads (0: torch's default)."),
+    output_format: str = typer.Option(
+        "txt", "--format", "-f",
+        help="Ranking output: txt (one tokenised sentence per line) or spacy (DocBin, for raw-text config sections).",
+    ),
+    domain: Optional[str] = typer.Option(None, "--domain", "-d", help="doc._.domain of --format spacy output."),
+    lang: str = typer.Option("en", "--lang", help="Ranking: spaCy language whose tokenizer splits the sentences written."),
+    progress: Optional[bool] = typer.Option(
+        None, "--progress/--no-progress", help="A progress bar on stderr (default: on a terminal)."
+    ),
 ) -> None:
-    """Build CrossNER's domain-, entity-, task-level and integrated DAPT corpora.
+    """Build CrossNER's DAPT corpus levels, or rank a general corpus by similarity to the target.
 
-    Sentences are de-duplicated; entity mentions are leftmost-longest gazetteer matches on word
-    boundaries (rule in the docstring of spacy_crossner.dapt.corpus). Counts are printed.
+    Without --scorer: the domain-, entity-, task-level and integrated corpora (sentences
+    de-duplicated; entity mentions are leftmost-longest gazetteer matches on word boundaries,
+    rule in the docstring of spacy_crossner.dapt.corpus). With --scorer and --target: the
+    corpus's sentences are ranked and the best written to selected.txt, for dapt, the raw-text
+    sections of the UDA configs and self-training (scorers: spacy_crossner.dapt.rank). The
+    corpus is streamed once; --exclude drops sentences of dev/test text. A summary is printed.
     """
     from ..dapt.corpus import format_selection, select_corpus
 
     types = [t for t in task_types.split(",") if t.strip()] if task_types is not None else None
+    if threads < 0:
+        fail(f"--threads must be >= 0, got {threads}")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     try:
         summary = select_corpus(
             corpus=corpus, entities=entities, output_dir=output_dir, task_types=types,
             min_entities=min_entities, split=split, ignore_case=ignore_case,
-            max_line_chars=max_line_chars,
+            max_line_chars=max_line_chars, input_format=input_format, text_field=text_field,
+            exclude=exclude, exclude_ngram=exclude_ngram, target=target, scorer=scorer,
+            top_n=top_n, top_tokens=top_tokens, top_share=top_share, rank_level=rank_level,
+            entity_weight=entity_weight, min_tokens=min_tokens, max_tokens=max_tokens,
+            background=background, model=model, batch_size=batch_size, gpu_id=gpu_id,
+            output_format=output_format, domain=domain, lang=lang, progress=progress,
         )
     except DaptInputError as err:
         fail(str(err))

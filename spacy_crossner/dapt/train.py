@@ -424,6 +424,13 @@ def run_dapt(
             f"{checkpoint_dir} holds checkpoints of an earlier run: pass --resume to continue it, "
             "or choose another output directory"
         )
+    _check_resume_settings(output_dir, resume, {
+        "corpus_sha256": _sha256(Path(corpus)), "model": model, "masking": masking,
+        "probability": probability, "batch_size": batch_size, "learning_rate": learning_rate,
+        "seed": seed, "max_length": max_length, "held_out": held_out,
+        "max_held_out_blocks": max_held_out_blocks,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
+    })
 
     tokenizer = load_tokenizer(model)
     limit = min(
@@ -543,6 +550,48 @@ def run_dapt(
         tokenizer.save_pretrained(str(output_dir))
         (output_dir / SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf8")
     return summary
+
+
+RUN_SETTINGS_FILE = "dapt_run_settings.json"
+
+
+def _sha256(path: Path) -> Optional[str]:
+    import hashlib
+
+    if not path.is_file():
+        return None  # read_corpus_lines reports it
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_resume_settings(output_dir: Path, resume: bool, settings: Dict[str, Any]) -> None:
+    """A resumed run continues the run that wrote the checkpoints: the same corpus (by content)
+    and the same settings, except the length (--max-steps / --epochs), which may grow. The first
+    run records them in OUTPUT_DIR/dapt_run_settings.json."""
+    path = output_dir / RUN_SETTINGS_FILE
+    if resume and path.exists():
+        try:
+            saved = json.loads(path.read_text(encoding="utf8"))
+        except ValueError as err:
+            raise DaptInputError(f"{path}: not readable JSON ({err}); it records the first run's settings") from None
+        changed = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
+        if changed:
+            raise DaptInputError(
+                f"--resume continues the run in {output_dir}, but these settings differ from that "
+                f"run's ({path}): {'; '.join(changed)}. Resume with the first run's corpus and "
+                "options, or start a new run in another output directory."
+            )
+        return
+    if _is_main_process_env():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings, indent=2), encoding="utf8")
+
+
+def _is_main_process_env() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _cpu_only() -> bool:

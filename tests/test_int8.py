@@ -1,0 +1,297 @@
+"""The int8 CPU path of transformer pipelines (issue 50): spacy_crossner.Int8TransformerModel.v1
+and ``python -m spacy_crossner quantize``, on a tiny pipeline built on the bundled MiniLM.
+
+Tolerances: int8 rounds every weight of the encoder's linear layers to 1 of 255 levels, so the
+quantized pipeline is compared with its fp32 original loosely (the same entities on the training
+sentences, entity probabilities within 0.05, token vectors with a cosine of at least 0.9 on
+average); after that, every save and load is compared exactly.
+"""
+import pickle
+import subprocess
+import sys
+import warnings
+
+import numpy
+import pytest
+import spacy
+from spacy.tokens import Doc
+from thinc.api import Adam, fix_random_seed
+from typer.testing import CliRunner
+
+import spacy_crossner.models.pytorch_int8 as pytorch_int8
+from spacy_crossner import set_domain
+from spacy_crossner.cli import app
+from spacy_crossner.models.pytorch_int8 import count_int8_linears
+from spacy_crossner.quantize import INT8_ARCH, QuantizeError, quantize
+from util import AI, NEWS, make_examples, predicted_ents, train_more
+
+SENTENCES = NEWS + AI
+OVERRIDE = {"components.transformer.model.@architectures": INT8_ARCH}
+
+
+def make_nlp():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("transformer", config={"model": {
+        "@architectures": "spacy-transformers.TransformerModel.v3",
+        "name": {"@misc": "spacy_crossner.transformer_name.v1", "name": None},
+        "tokenizer_config": {"use_fast": True},
+        "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 128, "stride": 96},
+    }})
+    nlp.add_pipe("crossner", config={"target_domain": "ai", "model": {
+        "@architectures": "spacy_crossner.TransformerTagger.v1", "use_crf": False, "dropout": 0.0,
+        "tok2vec": {"@architectures": "spacy-transformers.TransformerListener.v1", "grad_factor": 1.0,
+                    "pooling": {"@layers": "reduce_first.v1"}, "upstream": "*"},
+    }})
+    return nlp
+
+
+@pytest.fixture(scope="module")
+def fp32_dir(tmp_path_factory):
+    """A MiniLM + TransformerTagger pipeline trained on the six sentences, saved."""
+    fix_random_seed(0)
+    nlp = make_nlp()
+    examples = make_examples(nlp, SENTENCES)
+    nlp.initialize(lambda: examples)
+    train_more(nlp, examples, 30, Adam(0.0005))
+    path = tmp_path_factory.mktemp("int8") / "fp32"
+    nlp.to_disk(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def int8_dir(fp32_dir):
+    out = fp32_dir.parent / "int8"
+    quantize(model=fp32_dir, output=out)
+    return out
+
+
+def docs_of(nlp):
+    docs = []
+    for domain, words, _ in SENTENCES:
+        doc = Doc(nlp.vocab, words=list(words))
+        set_domain(doc, domain)
+        docs.append(doc)
+    return docs
+
+
+def outputs(nlp):
+    """Per sentence: entities, their probabilities and the transformer's token vectors."""
+    docs = list(nlp.pipe(docs_of(nlp)))
+    decoded = nlp.get_pipe("crossner").predict(docs_of(nlp))
+    return {
+        "ents": [[(e.start, e.end, e.label_) for e in d.ents] for d in docs],
+        "probs": [list(d.probs) for d in decoded],
+        "vectors": [wordpiece_vectors(d) for d in docs],
+    }
+
+
+def wordpiece_vectors(doc):
+    """The last hidden states of the doc's word pieces, without the batch's padding."""
+    trf = doc._.trf_data
+    hidden = trf.tensors[0]
+    return numpy.concatenate([hidden[i, :n] for i, n in enumerate(trf.wordpieces.lengths)])
+
+
+def n_int8(nlp):
+    return count_int8_linears(nlp.get_pipe("transformer").model.transformer)
+
+
+def assert_identical(a, b):
+    assert a["ents"] == b["ents"]
+    assert a["probs"] == b["probs"]
+    assert all(numpy.array_equal(x, y) for x, y in zip(a["vectors"], b["vectors"]))
+
+
+def tiny_encoder_config():
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=32)
+
+
+def test_encoder_hooks_load_fp32_and_int8_states():
+    """The encoder of Int8TransformerModel.v1 on its own: fp32 weights are quantized after the
+    load, int8 weights load into an encoder quantized first, and the two give the same output."""
+    import torch
+
+    from spacy_crossner.models.pytorch_int8 import Int8ModelLoader, is_quantized
+
+    torch.manual_seed(0)
+    fp32 = Int8ModelLoader().from_config(tiny_encoder_config())
+    state = {k: v.clone() for k, v in fp32.state_dict().items()}
+    assert not is_quantized(fp32)
+    ids = torch.tensor([[1, 5, 7, 2, 0], [1, 9, 2, 0, 0]])
+    mask = (ids > 0).long()
+    with torch.no_grad():
+        reference = fp32(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    first = Int8ModelLoader().from_config(tiny_encoder_config())
+    first.load_state_dict(state)
+    assert count_int8_linears(first) == 2 * 6 + 1  # q, k, v, attention out, intermediate, out; pooler
+    with torch.no_grad():
+        quantized = first(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert not torch.equal(quantized, reference)
+    assert torch.nn.functional.cosine_similarity(quantized, reference, dim=-1).mean() > 0.9
+
+    second = Int8ModelLoader().from_config(tiny_encoder_config())
+    second.load_state_dict(first.state_dict())
+    with torch.no_grad():
+        assert torch.equal(second(input_ids=ids, attention_mask=mask).last_hidden_state, quantized)
+
+
+def test_encoder_hooks_follow_spacy_transformers_strict_retry():
+    """HFShim.from_bytes retries a failed strict load with strict=False (weights of another
+    transformers version): the retry loads the fp32 weights again, whatever the failed try did,
+    and quantizes them."""
+    import torch
+
+    from spacy_crossner.models.pytorch_int8 import Int8ModelLoader
+
+    torch.manual_seed(0)
+    source = Int8ModelLoader().from_config(tiny_encoder_config())
+    state = dict(source.state_dict())
+    expected = Int8ModelLoader().from_config(tiny_encoder_config())
+    expected.load_state_dict(state)
+    state["an.old.buffer"] = torch.zeros(1)
+    encoder = Int8ModelLoader().from_config(tiny_encoder_config())
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        encoder.load_state_dict(state)
+    encoder.load_state_dict(state, strict=False)
+    assert count_int8_linears(encoder) == 13
+    ids = torch.tensor([[1, 5, 7, 2]])
+    with torch.no_grad():
+        assert torch.equal(encoder(input_ids=ids).last_hidden_state, expected(input_ids=ids).last_hidden_state)
+
+
+def test_quantized_copy_is_close_to_fp32_and_round_trips_exactly(fp32_dir, int8_dir, tmp_path):
+    fp32 = spacy.load(fp32_dir)
+    assert n_int8(fp32) == 0
+    before = outputs(fp32)
+    assert before["ents"] == [[(s, e, l) for s, e, l in ents] for _, _, ents in SENTENCES]
+
+    int8 = spacy.load(int8_dir)
+    # MiniLM: 6 layers x (q, k, v, attention output, intermediate, output) + the pooler
+    assert n_int8(int8) == 37
+    assert int8.config["components"]["transformer"]["model"]["@architectures"] == INT8_ARCH
+    after = outputs(int8)
+    assert after["ents"] == before["ents"]
+    for p, q in zip(before["probs"], after["probs"]):
+        assert numpy.allclose(p, q, atol=0.05), (p, q)
+    cosines = [
+        (x * y).sum(-1) / (numpy.linalg.norm(x, axis=-1) * numpy.linalg.norm(y, axis=-1))
+        for x, y in zip(before["vectors"], after["vectors"])
+    ]
+    assert numpy.concatenate(cosines).mean() >= 0.9
+    assert not all(numpy.array_equal(x, y) for x, y in zip(before["vectors"], after["vectors"]))
+
+    # exact from here on: int8 weights saved and loaded as they are
+    int8.to_disk(tmp_path / "again")
+    assert_identical(outputs(spacy.load(tmp_path / "again")), after)
+    fresh = spacy.load(int8_dir)
+    fresh.from_bytes(int8.to_bytes())
+    assert_identical(outputs(fresh), after)
+    assert_identical(outputs(pickle.loads(pickle.dumps(int8))), after)
+    # the setting alone, on the fp32 pipeline, at load time: the same int8 model
+    overridden = spacy.load(fp32_dir, config=OVERRIDE)
+    assert n_int8(overridden) == 37
+    assert_identical(outputs(overridden), after)
+    # nlp.pipe with any batch size equals nlp() one doc at a time
+    texts = ["Google released TensorFlow .", "", "LSTM", "Paris is in France ."]
+    called = [[(e.text, e.label_) for e in int8(t).ents] for t in texts]
+    for size in (1, 3):
+        assert [[(e.text, e.label_) for e in d.ents] for d in int8.pipe(texts, batch_size=size)] == called
+
+
+def test_per_tensor_setting(fp32_dir):
+    out = fp32_dir.parent / "per_tensor"
+    result = quantize(model=fp32_dir, output=out, per_channel=False)
+    assert result["components"] == {"transformer": 37} and result["per_channel"] is False
+    nlp = spacy.load(out)
+    assert nlp.config["components"]["transformer"]["model"]["per_channel"] is False
+    assert n_int8(nlp) == 37
+
+
+def test_quantized_pipeline_refuses_training(int8_dir):
+    nlp = spacy.load(int8_dir)
+    with pytest.raises(RuntimeError, match="int8-quantized .* for inference only"):
+        nlp.update(make_examples(nlp, NEWS), sgd=Adam(0.001))
+
+
+def test_training_with_the_setting_stays_fp32_until_saved(tmp_path):
+    """initialize loads fp32 pretrained weights: a config with the setting trains in fp32."""
+    fix_random_seed(0)
+    nlp = make_nlp()
+    config = nlp.config.copy()
+    config["components"]["transformer"]["model"]["@architectures"] = INT8_ARCH
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = make_examples(nlp, SENTENCES)
+    nlp.initialize(lambda: examples)
+    assert n_int8(nlp) == 0
+    train_more(nlp, examples, 1, Adam(0.0005))
+    nlp.to_disk(tmp_path / "model")
+    assert n_int8(spacy.load(tmp_path / "model")) == 37
+
+
+def test_gpu_ops_keep_fp32_with_a_warning_and_refuse_int8_weights(fp32_dir, int8_dir, monkeypatch):
+    """Where spaCy runs on a GPU, int8 dynamic layers cannot run (no GPU here: the device check
+    is replaced)."""
+    monkeypatch.setattr(pytorch_int8, "_on_cpu", lambda: False)
+    with pytest.warns(UserWarning, match="stays fp32"):
+        nlp = spacy.load(fp32_dir, config=OVERRIDE)
+    assert n_int8(nlp) == 0
+    with pytest.raises(ValueError, match="int8-quantized .* runs on CPU only"):
+        spacy.load(int8_dir)
+    monkeypatch.setattr("thinc.api.get_torch_default_device", lambda: type("D", (), {"type": "cuda"})())
+    with pytest.raises(QuantizeError, match="CPU only"):
+        quantize(model=fp32_dir, output=fp32_dir.parent / "gpu")
+    assert not (fp32_dir.parent / "gpu").exists()
+
+
+def test_quantize_errors_are_clear(fp32_dir, int8_dir, tmp_path):
+    runner = CliRunner()
+    # not a pipeline: a missing directory, a directory without config.cfg
+    res = runner.invoke(app, ["quantize", str(tmp_path / "nope"), str(tmp_path / "out")])
+    assert res.exit_code == 1 and "is not a spaCy pipeline directory: it does not exist" in res.output
+    (tmp_path / "empty").mkdir()
+    res = runner.invoke(app, ["quantize", str(tmp_path / "empty"), str(tmp_path / "out")])
+    assert res.exit_code == 1 and "has no config.cfg" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    # the output exists: nothing is written there
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    res = runner.invoke(app, ["quantize", str(fp32_dir), str(tmp_path / "taken")])
+    assert res.exit_code == 1 and "already exists" in res.output
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
+    # no transformer
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.to_disk(tmp_path / "no_trf")
+    with pytest.raises(QuantizeError, match=r"no transformer to quantize: none of its components \(sentencizer\)"):
+        quantize(model=tmp_path / "no_trf", output=tmp_path / "out")
+    # already quantized
+    with pytest.raises(QuantizeError, match="already quantized"):
+        quantize(model=int8_dir, output=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    # the CLI on a good pipeline
+    res = runner.invoke(app, ["quantize", str(fp32_dir), str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "transformer: 37 linear layers int8" in res.output and (tmp_path / "out" / "config.cfg").exists()
+
+
+def test_spacy_package_of_the_quantized_copy(int8_dir, tmp_path):
+    res = subprocess.run(
+        [sys.executable, "-m", "spacy", "package", str(int8_dir), str(tmp_path), "--name", "int8_tiny",
+         "--version", "0.0.1", "--build", "none"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    package = tmp_path / "en_int8_tiny-0.0.1"
+    requirements = spacy.util.load_meta(package / "meta.json")["requirements"]
+    # the package requires spacy_crossner, where the int8 architecture is registered
+    assert any(r.startswith("spacy_crossner") for r in requirements), requirements
+    data = package / "en_int8_tiny" / "en_int8_tiny-0.0.1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        packaged = spacy.load(data)
+    assert n_int8(packaged) == 37
+    assert_identical(outputs(packaged), outputs(spacy.load(int8_dir)))
