@@ -51,7 +51,8 @@ setup(
     long_description=open("README.md", encoding="utf8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["spacy_crossner", "spacy_crossner.*"]),
-    # the config pieces init-config composes (spacy_crossner/configs/**/*.cfg)
+    # the config pieces init-config composes (spacy_crossner/configs/**/*.cfg), also the configs
+    # of `python -m spacy_crossner best-pipeline`
     package_data={"spacy_crossner": ["configs/*.cfg", "configs/*/*.cfg"]},
     python_requires=">=3.9",
     install_requires=[
