@@ -21,6 +21,7 @@ ENTRY_POINTS = {
     ],
     "spacy_readers": [
         "spacy_crossner.MultiDomainCorpus.v1 = spacy_crossner.readers:create_multi_domain_corpus",
+        "spacy_crossner.MultiDomainCorpus.v2 = spacy_crossner.readers:create_multi_domain_corpus_v2",
         "spacy_crossner.DomainCorpus.v1 = spacy_crossner.readers:create_domain_corpus",
     ],
     "spacy_scorers": [
@@ -50,6 +51,9 @@ setup(
     long_description=open("README.md", encoding="utf8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["spacy_crossner", "spacy_crossner.*"]),
+    # the config pieces init-config composes (spacy_crossner/configs/**/*.cfg), also the configs
+    # of `python -m spacy_crossner best-pipeline`
+    package_data={"spacy_crossner": ["configs/*.cfg", "configs/*/*.cfg"]},
     python_requires=">=3.9",
     install_requires=[
         "spacy>=3.8.0,<3.9.0",

@@ -444,11 +444,39 @@ def convert(
         }
         unused = sorted(set(label_map) - seen)
         if unused:
+            # Scoped to the whole call: an entry that matches a label of any file converted
+            # here is used; a map shared with data sets converted in other calls may leave
+            # entries unused on purpose, which the message says.
+            n = len(column_files)
             summary.warnings.append(
-                f"--label-map entries matched no label of the input: {', '.join(unused)} "
-                f"(labels found: {', '.join(sorted(seen)) or 'none'})"
+                f"--label-map entries matched no label of the {n} file{'s' if n != 1 else ''} "
+                f"converted in this call: {', '.join(unused)} (labels found: "
+                f"{', '.join(sorted(seen)) or 'none'}); check their spelling, or ignore this "
+                "if the map is shared with other data sets"
             )
+    summary.warnings.extend(identical_files_warnings([cf for _, cf in column_files]))
     return summary
+
+
+def identical_files_warnings(column_files: List[ColumnFile]) -> List[str]:
+    """A warning for each group of files with the same sentences (tokens and tags), e.g. a
+    data set that ships its test set as its dev set: early stopping on such a dev set selects
+    the model on the test set."""
+    groups: Dict[Tuple, List[ColumnFile]] = {}
+    for cf in column_files:
+        if cf.sentences:
+            content = tuple((tuple(s.words), tuple(s.tags)) for s in cf.sentences)
+            groups.setdefault(content, []).append(cf)
+    warnings = []
+    for same in groups.values():
+        if len(same) > 1:
+            names = " and ".join(str(cf.path) for cf in same)
+            warnings.append(
+                f"{names} hold the same {len(same[0].sentences):,} sentences: used as dev and "
+                "test sets, early stopping on dev selects the model on the test set, and its "
+                "test score is not held out; split a dev set off the training data instead"
+            )
+    return warnings
 
 
 def summary_table(summary: ConvertSummary) -> str:

@@ -229,6 +229,7 @@ def evaluate(
             raise EvaluationError(f"Cannot load the pipeline {model_path}: {err}") from err
     data_path = Path(data)
     gold_docs = _load_docs(data_path, nlp.vocab)
+    same_as_dev = _same_as_dev(nlp, data_path, gold_docs)
     unused_map: List[str] = []
     if label_map:
         gold_docs, unused_map = _map_gold_labels(gold_docs, label_map)
@@ -237,8 +238,9 @@ def evaluate(
         doc = Doc(nlp.vocab, words=[t.text for t in gold], spaces=[bool(t.whitespace_) for t in gold])
         set_domain(doc, domain or get_domain(gold))
         inputs.append(doc)
-    domains_used = sorted({get_domain(d) for d in inputs if get_domain(d)})
     crossner_pipes = _crossner_pipes(nlp)
+    defaulted = _default_to_only_domain(inputs, crossner_pipes) if domain is None else None
+    domains_used = sorted({get_domain(d) for d in inputs if get_domain(d)})
     if not domains_used and crossner_pipes:
         target = crossner_pipes[0].default_domain()
         domains_used = [target] if target else []
@@ -267,13 +269,7 @@ def evaluate(
     try:
         predicted = list(nlp.pipe(inputs, batch_size=batch_size))
     except UnknownDomainError as err:
-        labelled = sorted(nlp.get_pipe("crossner").label_data) if "crossner" in nlp.pipe_names else []
-        hint = (
-            f" To score this model on data of another domain, tag every doc with one of its "
-            f"labelled domains: --domain {labelled[0]}"
-            + (f" (labelled domains: {', '.join(labelled)})" if len(labelled) > 1 else "")
-            if labelled else ""
-        )
+        hint = _domain_hint(crossner_pipes[0], gold_counts) if crossner_pipes else ""
         raise EvaluationError(f"{err}{hint}") from err
     except ValueError as err:  # the component's message says what is wrong
         raise EvaluationError(str(err)) from err
@@ -306,6 +302,10 @@ def evaluate(
             f"only the types {', '.join(sorted(labels))} are scored; entities of other types "
             "(gold and predicted) count as O"
         )
+    if defaulted:
+        notes.append(defaulted)
+    if same_as_dev:
+        notes.append(same_as_dev)
     if unused_map:
         notes.append(
             "--label-map entries that matched no gold label of the data: " + ", ".join(unused_map)
@@ -337,6 +337,89 @@ def _map_gold_labels(docs: list, label_map: Dict[str, str]) -> Tuple[list, List[
             Span(doc, e.start, e.end, label=map_label(e.label_, label_map)) for e in doc.ents
         ]
     return docs, sorted(set(label_map) - seen)
+
+
+def _same_as_dev(nlp, data_path: Path, gold_docs: list) -> Optional[str]:
+    """A note when the scored data is the dev set the pipeline was trained with (its config's
+    ``[corpora.dev] path``): the same file, or a file with the same sentences and entities.
+    Early stopping chose the model on it, so its score is not a held-out test score."""
+    try:
+        config = nlp.config.interpolate()
+    except Exception:  # a reference that cannot be filled: nothing to compare
+        return None
+    dev = (config.get("corpora", {}).get("dev") or {}).get("path")
+    if not dev:
+        return None
+    dev_path = Path(str(dev))
+    if not dev_path.exists():
+        return None  # trained elsewhere; nothing to compare
+    same = dev_path.resolve() == data_path.resolve()
+    if not same:
+        try:
+            dev_docs = _load_docs(dev_path, nlp.vocab)
+        except EvaluationError:
+            return None
+        signature = lambda docs: [
+            ([t.text for t in d], [(e.start, e.end, e.label_) for e in d.ents]) for d in docs
+        ]
+        same = signature(dev_docs) == signature(gold_docs)
+    if not same:
+        return None
+    how = "is" if dev_path.resolve() == data_path.resolve() else "has the same sentences and entities as"
+    return (
+        f"{data_path} {how} the dev set the model was trained with ([corpora.dev] path = "
+        f"{dev_path}): early stopping chose the model on it, so this is not a held-out test score"
+    )
+
+
+def _default_to_only_domain(inputs: list, pipes: list) -> Optional[str]:
+    """Docs of a domain the model has no labels for are tagged with its only labelled domain
+    (a model trained on one labelled domain has one way to tag anything). Returns a note
+    saying so, or None when nothing changed."""
+    from .domains import get_domain, set_domain
+
+    if len(pipes) != 1 or len(pipes[0].label_data) != 1:
+        return None
+    pipe = pipes[0]
+    only = next(iter(pipe.label_data))
+    known = set(pipe.label_data) | set(pipe.cfg.get("domain_aliases") or {})
+    changed: Dict[str, int] = {}
+    for doc in inputs:
+        own = get_domain(doc) or pipe.default_domain()
+        if own not in known:
+            changed[str(own)] = changed.get(str(own), 0) + 1
+            set_domain(doc, only)
+    if not changed:
+        return None
+    which = ", ".join(f"'{d}' ({n:,} docs)" for d, n in sorted(changed.items()))
+    return (
+        f"docs of the domain {which} were tagged with the labels of '{only}', the model's only "
+        f"labelled domain (--domain {only}; pass --domain to choose otherwise)"
+    )
+
+
+def _domain_hint(pipe, gold_counts: Dict[str, int]) -> str:
+    """Which --domain to pass, best first: the labelled domains ranked by how many of the
+    data's gold entities carry one of their labels (zero-shot on a source's types picks the
+    source, scoring target data picks the target)."""
+    labelled = list(pipe.label_data)
+    if not labelled:
+        return ""
+    gold = sum(gold_counts.values())
+
+    def covered(domain: str) -> int:
+        own = set(pipe.label_data[domain])
+        return sum(n for label, n in gold_counts.items() if label in own)
+
+    ranked = sorted(labelled, key=lambda d: (-covered(d), labelled.index(d)))
+    options = ", ".join(
+        f"--domain {d} (its labels cover {covered(d):,} of the data's {gold:,} gold entities)"
+        for d in ranked
+    )
+    return (
+        f" To score this model on data of another domain, tag every doc with one of its "
+        f"labelled domains, best match first: {options}"
+    )
 
 
 def _crossner_pipes(nlp) -> list:

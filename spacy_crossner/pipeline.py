@@ -26,6 +26,7 @@ from .decoding import bio_tags
 from .domains import doc_domain, example_domain, labelled_domain
 from .heap import TRIM_EVERY, release_freed_memory
 from . import training_checks
+from .training_summary import print_training_summary
 from .models.base import (
     TaggerInput,
     TaggerOutput,
@@ -477,6 +478,8 @@ class CrossNER(TrainablePipe):
                 )
         self.model.initialize(X=self.make_input(sample) if sample else None)
         self.cfg["build_config"] = dict(self.model.attrs["build_config"])
+        if nlp is not None:
+            print_training_summary(nlp, self, get_examples)
 
     def _validate_domains(self) -> None:
         """domain_aliases point at labelled domains (checked at initialize and load)."""

@@ -2,7 +2,10 @@
 
 ``spacy_crossner.MultiDomainCorpus.v1`` yields training examples from several labelled corpora
 and optional raw-text corpora, each upsampled (or downsampled) by its own factor and shuffled
-under a seed. ``spacy_crossner.DomainCorpus.v1`` reads one domain (dev and test sets).
+under a seed; ``spacy_crossner.MultiDomainCorpus.v2`` mixes the labelled corpora by their sizes
+instead (the square root of each size by default, or a fixed share), so targets of any size get
+a sensible part of each pass. ``spacy_crossner.DomainCorpus.v1`` reads one domain (dev and test
+sets).
 Examples keep the gold tokenization: the predicted doc has the reference's words.
 
 Every corpus is checked when it is read (at ``spacy train``'s initialization), and errors name
@@ -68,10 +71,128 @@ def create_multi_domain_corpus(
                              augmenter=augmenter)
 
 
+MIXES = ("sqrt", "size", "equal", "upsample")
+# The shares of the mixes: a corpus of n docs weighs n ** exponent.
+MIX_EXPONENTS = {"sqrt": 0.5, "size": 1.0, "equal": 0.0}
+
+
+@registry.readers("spacy_crossner.MultiDomainCorpus.v2")
+def create_multi_domain_corpus_v2(
+    domains: Dict[str, Dict[str, Any]],
+    mix: str = "sqrt",
+    pass_size: int = 0,
+    seed: int = 0,
+    shuffle: bool = True,
+    max_length: int = 0,
+    limit: int = 0,
+    augmenter: Optional[Callable[[Language, Example], Iterable[Example]]] = None,
+) -> Callable[[Language], Iterable[Example]]:
+    """Training examples from several domains, mixed to fit corpora of any size.
+
+    The labelled corpora share each pass by ``mix``, so a target of 100 or of 10,000 sentences
+    gets a sensible part of the stream without a hand-set factor; ``share`` in a corpus's
+    section fixes its part. Raw-text corpora keep ``upsample`` (they form their own streams).
+
+    domains (Dict[str, Dict[str, Any]]): one entry per corpus, as in v1 (``path``, ``domain``,
+        ``limit``, ``raw``), plus ``share`` (the corpus's fraction of the labelled docs of a
+        pass, 0 < share <= 1). ``upsample`` belongs to raw-text corpora, and to labelled ones
+        only with ``mix = "upsample"``.
+    mix (str): how the labelled corpora without a ``share`` split the rest of a pass:
+        "sqrt" (default; in proportion to the square root of their sizes: CoNLL-2003's 14,041
+        sentences and a 100-sentence target give the target 7.8 % of a pass, about 11 copies,
+        close to CrossNER's x10; a 2,321-sentence target gets 29 %, about 2 copies), "size"
+        (in proportion to their sizes: each once), "equal" (equal parts) or "upsample" (v1:
+        each labelled corpus's own fixed ``upsample`` factor, default 1; e.g. CrossNER's
+        joint setting, target ``upsample = 10``).
+    pass_size (int): labelled docs per pass (0 = the labelled corpora's sizes added up); not
+        used with mix = "upsample".
+    seed, shuffle, max_length, limit, augmenter: as in v1.
+    """
+    if mix not in MIXES:
+        raise ValueError(
+            f"spacy_crossner.MultiDomainCorpus.v2: [corpora.train] mix must be one of {MIXES}, "
+            f"got {mix!r}"
+        )
+    if not isinstance(pass_size, int) or pass_size < 0:
+        raise ValueError(
+            f"spacy_crossner.MultiDomainCorpus.v2: pass_size must be an integer >= 0, got {pass_size!r}"
+        )
+    entries = [
+        CorpusEntry.from_config(name, value, keys=CorpusEntry.KEYS_V2)
+        for name, value in domains.items()
+    ]
+    _check_mix_settings(entries, mix)
+    return MultiDomainCorpus(
+        entries, seed=seed, shuffle=shuffle, max_length=max_length, limit=limit, mix=mix,
+        pass_size=pass_size, augmenter=augmenter,
+    )
+
+
+def _check_mix_settings(entries: List["CorpusEntry"], mix: str) -> None:
+    """share and upsample are each valid in one mode; errors name the section and the fix."""
+    labelled = [e for e in entries if not e.raw]
+    for entry in entries:
+        if entry.share is not None and entry.raw:
+            raise ValueError(
+                f"MultiDomainCorpus.v2: {entry.setting} share = {entry.share}: share is for "
+                "labelled corpora; a raw-text corpus sets its copies per pass with upsample"
+            )
+        if entry.share is not None and mix == "upsample":
+            raise ValueError(
+                f"MultiDomainCorpus.v2: {entry.setting} share = {entry.share} but mix = "
+                "\"upsample\" uses each corpus's fixed upsample factor; remove share, or set "
+                "mix = \"sqrt\" (or size, equal)"
+            )
+        if entry.upsample_given and not entry.raw and mix != "upsample":
+            raise ValueError(
+                f"MultiDomainCorpus.v2: {entry.setting} upsample = {entry.upsample:g} but mix = "
+                f"\"{mix}\" sizes the labelled corpora; give its part of a pass with share "
+                "instead, or set mix = \"upsample\" for fixed factors (v1's behaviour, e.g. "
+                "CrossNER's target upsample = 10)"
+            )
+    shares = [e.share for e in labelled if e.share is not None]
+    total = sum(shares)
+    free = [e for e in labelled if e.share is None]
+    names = ", ".join(f"{e.name} = {e.share:g}" for e in labelled if e.share is not None)
+    if free and total >= 1:
+        raise ValueError(
+            f"MultiDomainCorpus.v2: the shares ({names}) add up to {total:g}, leaving nothing "
+            f"for {', '.join(e.name for e in free)}; make them add up to less than 1"
+        )
+    if shares and not free and abs(total - 1) > 1e-6:
+        raise ValueError(
+            f"MultiDomainCorpus.v2: every labelled corpus has a share ({names}) and they add "
+            f"up to {total:g}; make them add up to 1, or remove one to give it the rest"
+        )
+
+
+def mix_counts(sizes: List[int], shares: List[Optional[float]], mix: str, pass_size: int = 0) -> List[int]:
+    """Docs per pass of each labelled corpus under a mix (not "upsample").
+
+    sizes (List[int]): docs of each corpus.
+    shares (List[Optional[float]]): each corpus's fixed share, or None to get part of the rest
+        in proportion to ``size ** exponent`` of the mix.
+    mix (str): "sqrt", "size" or "equal".
+    pass_size (int): docs per pass (0 = the sizes added up).
+    RETURNS (List[int]): docs per pass, at least 1 for every non-empty corpus.
+    """
+    exponent = MIX_EXPONENTS[mix]
+    total = pass_size or sum(sizes)
+    rest = 1.0 - sum(s for s in shares if s is not None)
+    weights = [size ** exponent if share is None else 0.0 for size, share in zip(sizes, shares)]
+    weight_sum = sum(weights)
+    counts = []
+    for size, share, weight in zip(sizes, shares, weights):
+        part = share if share is not None else (rest * weight / weight_sum if weight_sum else 0.0)
+        counts.append(max(1, int(round(part * total))) if size else 0)
+    return counts
+
+
 class CorpusEntry:
     """One corpus of a MultiDomainCorpus: where it is, its domain, its upsampling, raw or not."""
 
     KEYS = ("path", "domain", "upsample", "raw", "limit")
+    KEYS_V2 = KEYS + ("share",)
 
     def __init__(
         self,
@@ -79,40 +200,59 @@ class CorpusEntry:
         path: Union[str, Path],
         *,
         domain: Optional[str] = None,
-        upsample: float = 1.0,
+        upsample: Optional[float] = 1.0,
         raw: bool = False,
         limit: int = 0,
         setting: Optional[str] = None,
+        share: Optional[float] = None,
     ) -> None:
         self.name = name
         self.setting = setting or f"[corpora.*.domains.{name}]"
         self.path = _check_path(path, f"{name}.path", self.setting, name)
         self.domain = domain
-        if not isinstance(upsample, (int, float)) or not upsample >= 0:
+        # v2 tells an upsample the config gave from the default (None = not given).
+        self.upsample_given = upsample is not None
+        upsample = 1.0 if upsample is None else upsample
+        if isinstance(upsample, bool) or not isinstance(upsample, (int, float)) or not upsample >= 0:
             raise ValueError(f"MultiDomainCorpus: {name}.upsample must be a number >= 0, got {upsample!r}")
         self.upsample = float(upsample)
         self.raw = bool(raw)
         if not isinstance(limit, int) or limit < 0:
             raise ValueError(f"MultiDomainCorpus: {name}.limit must be an integer >= 0, got {limit!r}")
         self.limit = limit
+        if share is not None and (
+            isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1
+        ):
+            raise ValueError(
+                f"MultiDomainCorpus: {self.setting} share must be a number with 0 < share <= 1 "
+                f"(its fraction of the labelled docs of a pass), got {share!r}"
+            )
+        self.share = None if share is None else float(share)
 
     @classmethod
-    def from_config(cls, name: str, value: Any) -> "CorpusEntry":
+    def from_config(cls, name: str, value: Any, keys: Tuple[str, ...] = KEYS) -> "CorpusEntry":
         setting = f"[corpora.*.domains.{name}]"
         if not isinstance(value, dict):
             raise ValueError(
                 f"MultiDomainCorpus: {setting} must be a section with at least `path`, got {value!r}"
             )
-        unknown = sorted(set(value) - set(cls.KEYS))
+        unknown = sorted(set(value) - set(keys))
         if unknown:
+            hint = ""
+            if "share" in unknown and "share" not in keys:
+                hint = " (share needs @readers = \"spacy_crossner.MultiDomainCorpus.v2\")"
             raise ValueError(
-                f"MultiDomainCorpus: {setting} has unknown settings {unknown}; allowed: {list(cls.KEYS)}"
+                f"MultiDomainCorpus: {setting} has unknown settings {unknown}; allowed: "
+                f"{list(keys)}{hint}"
             )
         if "path" not in value:
             raise ValueError(f"MultiDomainCorpus: {setting} needs a `path`")
+        v2 = "share" in keys
+        if not v2 and value.get("upsample", 1.0) is None:
+            raise ValueError(f"MultiDomainCorpus: {name}.upsample must be a number >= 0, got None")
         return cls(name, value["path"], domain=value.get("domain"),
-                   upsample=value.get("upsample", 1.0), raw=value.get("raw", False),
-                   limit=value.get("limit", 0))
+                   upsample=value.get("upsample", None if v2 else 1.0), raw=value.get("raw", False),
+                   limit=value.get("limit", 0), share=value.get("share"))
 
 
 @registry.readers("spacy_crossner.DomainCorpus.v1")
@@ -142,6 +282,8 @@ class MultiDomainCorpus:
         max_length: int = 0,
         limit: int = 0,
         augmenter: Optional[Callable[[Language, Example], Iterable[Example]]] = None,
+        mix: str = "upsample",
+        pass_size: int = 0,
     ) -> None:
         if not entries:
             raise ValueError("MultiDomainCorpus: give at least one corpus in [corpora.*.domains]")
@@ -151,6 +293,8 @@ class MultiDomainCorpus:
         self.max_length = max_length
         self.limit = limit
         self.augmenter = augmenter
+        self.mix = mix
+        self.pass_size = pass_size
         self._passes = 0
         self._cache: Dict[Tuple[int, int], List[Doc]] = {}
 
@@ -158,13 +302,14 @@ class MultiDomainCorpus:
         rng = random.Random(f"{self.seed}-{self._passes}")
         self._passes += 1
         pool: List[Doc] = []
+        counts = self.per_pass(nlp)
+        all_docs = self.docs(nlp)
         for i, entry in enumerate(self.entries):
-            key = (i, id(nlp.vocab))
-            if key not in self._cache:
-                self._cache[key] = self._read(nlp, entry)
-                if i == len(self.entries) - 1:
-                    check_distinct_domains(self.entries, [self._cache[(j, key[1])] for j in range(i + 1)])
-            pool.extend(_sample(self._cache[key], entry.upsample, rng))
+            docs = all_docs[i]
+            if counts[i] is None:
+                pool.extend(_sample(docs, entry.upsample, rng))
+            else:
+                pool.extend(_sample_count(docs, counts[i], rng))
         if self.shuffle:
             rng.shuffle(pool)
         for doc in pool:
@@ -173,6 +318,36 @@ class MultiDomainCorpus:
                 yield example
             else:
                 yield from self.augmenter(nlp, example)
+
+    def docs(self, nlp: Language) -> List[List[Doc]]:
+        """The docs of each corpus, read once per vocab."""
+        out = []
+        fresh = False
+        for i, entry in enumerate(self.entries):
+            key = (i, id(nlp.vocab))
+            if key not in self._cache:
+                self._cache[key] = self._read(nlp, entry)
+                fresh = True
+            out.append(self._cache[key])
+        if fresh:
+            check_distinct_domains(self.entries, out)
+        return out
+
+    def per_pass(self, nlp: Language) -> List[Optional[int]]:
+        """Docs per pass of each corpus under the mix; None where ``upsample`` samples (raw
+        text, and every corpus with mix = "upsample")."""
+        docs = self.docs(nlp)
+        if self.mix == "upsample":
+            return [None] * len(self.entries)
+        labelled = [i for i, e in enumerate(self.entries) if not e.raw]
+        counts: List[Optional[int]] = [None] * len(self.entries)
+        mixed = mix_counts(
+            [len(docs[i]) for i in labelled], [self.entries[i].share for i in labelled],
+            self.mix, self.pass_size,
+        )
+        for i, count in zip(labelled, mixed):
+            counts[i] = count
+        return counts
 
     def _read(self, nlp: Language, entry: CorpusEntry) -> List[Doc]:
         path = entry.path
@@ -301,6 +476,17 @@ def _sample(docs: List[Doc], factor: float, rng: random.Random) -> List[Doc]:
     rest = factor - whole
     if rest > 0 and docs:
         out.extend(rng.sample(docs, int(round(rest * len(docs)))))
+    return out
+
+
+def _sample_count(docs: List[Doc], count: int, rng: random.Random) -> List[Doc]:
+    """``count`` docs: every doc count // len(docs) times, plus a random sample of the rest."""
+    if not docs:
+        return []
+    whole, rest = divmod(count, len(docs))
+    out = docs * whole
+    if rest:
+        out.extend(rng.sample(docs, rest))
     return out
 
 

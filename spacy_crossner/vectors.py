@@ -24,10 +24,11 @@ import math
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Set, Tuple, Union
 
 import numpy
 import spacy
+from spacy.strings import StringStore
 from spacy.vectors import Vectors
 from tqdm import tqdm
 
@@ -80,6 +81,11 @@ class VectorsSummary:
     upper_forms: int = 0
     own_forms: int = 0
     keys: int = 0
+    pruned_from: int = 0
+    kept_rows: int = 0
+    prune_corpora: Optional[List[str]] = None
+    corpus_words: int = 0
+    covered_words: int = 0
     output: str = ""
     name: str = ""
 
@@ -93,6 +99,7 @@ def make_vectors(
     name: Optional[str] = None,
     truncate: int = 0,
     show_progress: bool = False,
+    prune_to: Optional[List[Union[str, Path]]] = None,
 ) -> VectorsSummary:
     """Read a vectors table and write it as a spaCy pipeline directory.
 
@@ -105,6 +112,12 @@ def make_vectors(
     name (Optional[str]): the vectors' name; default from the source (file or package name).
     truncate (int): keep only the first N rows (tables are sorted by frequency); 0 = all.
     show_progress (bool): a progress bar on stderr while reading a text file.
+    prune_to (Optional[List[Union[str, Path]]]): corpora (``.spacy`` files or folders, or text
+        files of whitespace-separated tokens) whose tokens decide which rows to keep: a row is
+        kept when any of its keys (with the case forms) is the text of one of their tokens, so
+        every token of these corpora reads the same vector as from the whole table; the other
+        rows are dropped, except the table's last row (spaCy's StaticVectors backpropagates
+        through it for tokens without a vector). None keeps every row.
     RETURNS (VectorsSummary): what was read and written.
     """
     if case not in CASES:
@@ -124,6 +137,15 @@ def make_vectors(
     vectors = Vectors(strings=nlp.vocab.strings, data=data, keys=words)
     if summary.case == "uncased":
         summary.title_forms, summary.upper_forms, summary.own_forms = add_case_forms(vectors, words)
+    if prune_to:
+        texts = corpus_token_texts(prune_to)
+        summary.pruned_from = len(vectors.key2row)
+        # A fresh pipeline: the pruned table's strings only (the whole table's are 1M+ for GloVe).
+        nlp = spacy.blank(lang)
+        vectors, summary.covered_words = prune_vectors_to(vectors, texts, nlp.vocab.strings)
+        summary.kept_rows = vectors.shape[0]
+        summary.prune_corpora = [str(p) for p in prune_to]
+        summary.corpus_words = len(texts)
     summary.name = name or default_name(source)
     vectors.name = summary.name
     nlp.vocab.vectors = vectors
@@ -505,6 +527,75 @@ def add_case_forms(vectors: Vectors, words: List[str]) -> Tuple[int, int, int]:
     return n_title, n_upper, len(own_forms)
 
 
+def corpus_token_texts(paths: Iterable[Union[str, Path]]) -> Set[str]:
+    """The distinct token texts of corpora: ``.spacy`` files or folders of them, or UTF-8 text
+    files of whitespace-separated tokens (raw text, one sentence per line)."""
+    from .docbin import read_docbin, spacy_files
+
+    vocab = spacy.blank("xx").vocab
+    texts: Set[str] = set()
+    for path in map(Path, paths):
+        if not path.exists():
+            raise VectorsError(f"--prune-to {path}: no such file or folder")
+        if path.is_dir() or path.suffix == ".spacy":
+            files = spacy_files(path)
+            if not files:
+                raise VectorsError(f"--prune-to {path}: no .spacy files in this folder")
+            for file in files:
+                try:
+                    docs = list(read_docbin(file, vocab))
+                except Exception as err:
+                    raise VectorsError(
+                        f"--prune-to {file}: cannot read it as a .spacy DocBin ({err}); give "
+                        "the files `python -m spacy_crossner convert` wrote, or raw text"
+                    ) from err
+                texts.update(token.text for doc in docs for token in doc)
+        else:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as err:
+                raise VectorsError(f"--prune-to {path}: not UTF-8 text ({err})") from None
+            texts.update(text.split())
+    return texts
+
+
+def prune_vectors_to(
+    vectors: Vectors, texts: Set[str], strings_out: StringStore
+) -> Tuple[Vectors, int]:
+    """The rows of ``vectors`` that one of ``texts`` reads, with all their keys.
+
+    vectors (Vectors): the whole table (keys already including case forms).
+    texts (Set[str]): token texts that must read the same vector as before.
+    strings_out (StringStore): the string store of the pruned table; the kept keys' strings
+        are added to it.
+    The table's last row is kept too, last (see the comment below), with its keys.
+    RETURNS (Tuple[Vectors, int]): the pruned table, and how many of ``texts`` have a vector.
+    """
+    strings = vectors.strings
+    key2row = vectors.key2row
+    rows = set()
+    covered = 0
+    for text in texts:
+        row = key2row.get(strings[text] if text in strings else -1, -1)
+        if row >= 0:
+            rows.add(row)
+            covered += 1
+    if vectors.shape[0]:
+        # spaCy's StaticVectors gathers row -1 for a token without a vector: the output is
+        # zeroed, but the gradient of its projection still reads the table's last row. Keeping
+        # that row last keeps training identical to training with the whole table.
+        rows.add(vectors.shape[0] - 1)
+    kept = sorted(rows)
+    new_row = {row: i for i, row in enumerate(kept)}
+    data = vectors.data[kept] if kept else vectors.data[:0]
+    pruned = Vectors(strings=strings_out, data=data)
+    for key, row in key2row.items():
+        if row in new_row:
+            strings_out.add(strings[key])
+            pruned.add(key, row=new_row[row])
+    return pruned, covered
+
+
 def default_name(source: str) -> str:
     """A vectors name from a source path or package name, e.g. "glove.6B.50d"."""
     path = Path(source)
@@ -526,7 +617,7 @@ def summary_text(summary: VectorsSummary) -> str:
     lines.append(f"Case: {summary.case} ({summary.case_reason}).")
     if summary.case == "uncased":
         lines.append(
-            f"Keys: {summary.keys:,} = {summary.rows:,} table words + {summary.title_forms:,} "
+            f"Keys: {summary.pruned_from or summary.keys:,} = {summary.rows:,} table words + {summary.title_forms:,} "
             f"Title-case + {summary.upper_forms:,} UPPER forms mapped to their lowercase word's "
             f"row; {summary.own_forms:,} such forms the table has itself keep their own rows. "
             "Other mixed-case forms get no vector."
@@ -535,6 +626,15 @@ def summary_text(summary: VectorsSummary) -> str:
         lines.append(
             f"Keys: {summary.keys:,}, the table's words as they are (a token reads the row of "
             "its exact text)."
+        )
+    if summary.prune_corpora:
+        share = summary.covered_words / summary.corpus_words if summary.corpus_words else 0.0
+        lines.append(
+            f"Pruned to the corpora {', '.join(summary.prune_corpora)}: kept {summary.kept_rows:,} "
+            f"of {summary.rows:,} rows ({summary.keys:,} of {summary.pruned_from:,} keys), the "
+            f"rows of {summary.covered_words:,} of their {summary.corpus_words:,} distinct token "
+            f"texts ({100 * share:.1f}%); their tokens read the same vectors as from the whole "
+            "table, other words none."
         )
     lines.append(
         f"Wrote {summary.output} (vectors name {summary.name!r}). Use it with "

@@ -156,7 +156,7 @@ def test_every_step_of_all_is_timed(config):
         log = line.split("--log ")[1].split()[0]
         assert log in commands[member]["outputs"], member
         assert any(log in l for l in commands["report"]["script"]) or member in (
-            "dapt", "train-label-aware-source"), member
+            "dapt", "train-label-aware-source", "train-trf-pretrain"), member
 
 
 def test_pool_commands_are_honest(config):
@@ -167,7 +167,7 @@ def test_pool_commands_are_honest(config):
     from runner import overlaps
 
     members = pool_members(config, "train")
-    assert len(members) == len(set(members)) == 15
+    assert len(members) == len(set(members)) == 17
     outputs = [o for m in members for o in raw[m]["outputs"]]
     deps = {d for m in members for d in raw[m]["deps"]} - set(outputs)
     assert set(raw["train"]["outputs"]) == set(outputs)
@@ -177,10 +177,11 @@ def test_pool_commands_are_honest(config):
         assert not [m for m in later if overlaps(raw[m]["outputs"], raw[member]["deps"])], member
     assert members.index("dapt") < members.index("train-trf-joint-dapt")
     assert members.index("train-label-aware-source") < members.index("train-label-aware-target")
+    assert members.index("train-trf-pretrain") < members.index("train-trf-finetune")
     # evaluate scores every model of the train pool that has a test score, and nothing else
     evaluated = {line.split()[2].partition(":")[2] for line in
                  {c["name"]: c for c in config["commands"]}["evaluate"]["script"][1:-1]}
-    assert evaluated == {"trf_joint", "trf_joint_dapt", "label_aware_target", "bilstm_target",
+    assert evaluated == {"trf_finetune", "trf_joint", "trf_joint_dapt", "label_aware_target", "bilstm_target",
                          "bilstm_joint", "multi_cell_sda", "multi_cell_uda", "pgn_sda", "pgn_uda",
                          "spacy_ner", "spacy_sm_ner", "moee_zero", "bilstm_zero"}
 
@@ -597,7 +598,9 @@ def _small_docs(src: Path, out_dir: Path, split: str, sentences: int = 20):
 
 def _metrics(path: Path, f: float) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"ents_p": f + 0.05, "ents_r": f - 0.05, "ents_f": f, "mode": "sentence",
+    p = f + 0.05
+    r = f * p / (2 * p - f)  # so that f is the harmonic mean of p and r (the report checks it)
+    path.write_text(json.dumps({"ents_p": p, "ents_r": r, "ents_f": f, "mode": "sentence",
                                 "ents_per_type": {"person": {"p": f, "r": f, "f": f},
                                                   "field": {"p": 0.2, "r": 0.2, "f": 0.2}}}))
     return str(path)
@@ -634,6 +637,11 @@ def test_report_and_readme_show_scores_only_for_levelled_runs(tmp_path):
                           "--title", "CrossNER ai test", *args], capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     md = (out / "report.md").read_text()
+    # the first lines say which pipeline won and by how much over spaCy's ner (issue 46 item 3)
+    top = "**Best: bilstm_joint**, test F1 43.21, +4.21 over spaCy's `ner` (spacy_ner, 39.00) on the same test set."
+    assert md.splitlines()[:3] == ["# CrossNER ai test", "", top]
+    assert res.stdout.splitlines()[0] == top.replace("**", "")
+    assert json.loads((out / "report.json").read_text())["headline"] == top
     levelled, demo = md.split("## Demo runs, not converged")
     assert "## Trained to a levelled dev F1 (best step before the last evaluation)" in levelled
     assert "| bilstm_joint | ours | word+char embeddings learnt from the training data | **43.21** |" in levelled
@@ -672,7 +680,7 @@ def test_report_and_readme_show_scores_only_for_levelled_runs(tmp_path):
     assert "| vectors | skipped (nothing changed) |" in text
     assert "| **total (2 of 3 steps ran)** | **39 min 05 s** |" in text
     levelled, demo = text.split("### Demo runs, not converged")
-    assert "| bilstm_joint | ours | word+char embeddings learnt from the training data | 43.21 | 48.21 | 38.21 | " \
+    assert "| bilstm_joint | ours | word+char embeddings learnt from the training data | 43.21 | 48.21 | 39.15 | " \
            "40.78 at 1,200; last 2,800; target dev |" in levelled
     assert "| spacy_ner | spaCy peer |" in levelled and "| moee_zero | ours, zero-resource |" in levelled
     assert "| trf_joint | ours | transformer: the bundled MiniLM | not converged:" in demo
@@ -694,3 +702,59 @@ def test_report_names_a_missing_log(tmp_path):
 def test_project_readme_has_the_results_markers():
     text = (PROJECT / "README.md").read_text()
     assert text.count("<!-- results:start -->") == 1 and text.count("<!-- results:end -->") == 1
+
+
+def test_demo_runs_are_labelled_as_demos_not_failures(tmp_path, monkeypatch):
+    """A run that `all` gives a demo budget says so in its verdict (not "not trained"), and the
+    train wrapper writes the [demo] line for --demo (issue 46 item 5)."""
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    import train
+    import training_log
+
+    flat = SAMPLE_LOG.replace("28.98", "0.50").replace("36.51", "0.40").replace("39.35", "0.10").replace(
+        "40.78", "0.70").replace("39.01", "0.20").replace("40.29", "0.3").replace("37.18", "0.6")
+    assert training_log.parse(flat).verdict().startswith("not trained")
+    demo = training_log.parse(flat.replace("[features]", f"{training_log.DEMO} a CPU-sized budget\n[features]", 1))
+    assert demo.demo == "a CPU-sized budget"
+    verdict = demo.verdict()
+    assert verdict.startswith("demo run (a CPU-sized budget): ran end to end; best dev F1")
+    assert "not trained" not in verdict and "not converged" not in verdict
+    assert training_log.summary(demo)["demo"] == "a CPU-sized budget"
+    # a levelled run stays a result even if it was started as a demo
+    assert training_log.parse(SAMPLE_LOG.replace("[features]", "[demo] x\n[features]", 1)).levelled
+    ours, rest = train.split_args(["x.cfg", "--demo", "--output", "o"])
+    assert ours["--demo"] is True and rest == ["x.cfg", "--output", "o"]
+    config = yaml_config = srsly.read_yaml(PROJECT / "project.yml")
+    lines = {c["name"]: c["script"][0] for c in yaml_config["commands"] if c["name"].startswith("train-")}
+    for name in ("train-trf-joint-dapt", "train-label-aware-source", "train-label-aware-target"):
+        assert " --demo " in lines[name], name
+    assert " --demo " not in lines["train-trf-finetune"] and " --demo " not in lines["train-joint"]
+    assert config
+
+
+def test_runner_and_timed_say_which_step_and_the_time_left(tmp_path):
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    import runner
+    import timed
+
+    assert runner.progress_line(0, 4, [], 2, 2) == "0 of 4 jobs done, 2 running"
+    assert runner.progress_line(2, 6, [60.0, 120.0], 2, 2) == (
+        "2 of 6 jobs done, 2 running; about 3 min 00 s left (the mean time of the finished jobs, 2 at a time)")
+    assert runner.progress_line(4, 4, [1.0] * 4, 0, 2) == "4 of 4 jobs done"
+    steps = srsly.read_yaml(PROJECT / "project.yml")["workflows"]["all"]
+    assert timed.workflow_position("train", "all") == f"[all] step {steps.index('train') + 1} of {len(steps)}: train"
+    assert timed.workflow_position("train", "") == "" and timed.workflow_position("nope", "all") == ""
+    last = tmp_path / "timings.json"
+    last.write_text(json.dumps({"steps": [{"step": name, "seconds": 60.0} for name in steps]}))
+    assert timed.workflow_position(steps[-2], "all", last) == (
+        f"[all] step {len(steps) - 1} of {len(steps)}: {steps[-2]}; about 2 min 00 s left (the step "
+        "times of the last run, timings.json)")
+    last.write_text(json.dumps({"steps": [{"step": "train", "seconds": None}]}))
+    assert timed.workflow_position("train", "all", last).endswith(": train")
+    # a running job's rows: which job of how many, its step budget, the time left at its step rate
+    log = tmp_path / "t.log"
+    log.write_text(_rows(SAMPLE_LOG, {0}))
+    job = runner.Job("train-joint", ["x"], str(log), cwd="/")
+    said, seen, started = [], {}, {}
+    runner.print_progress([job], seen, said.append, {"train-joint": 2, "a": 0, "b": 1}, started)
+    assert said[-1].startswith("job 3 of 3 train-joint: step 0 of at most 3000, dev F1")

@@ -223,7 +223,7 @@ def test_tested_blocks_run_as_written(tmp_path):
             ran.append(" ".join(tokens[1:4]))
     assert (tmp_path / "corpus" / "ai" / "test.spacy").exists() and (tmp_path / "raw" / "ai.txt").exists()
     assert (tmp_path / "training" / "joint" / "model-best" / "config.cfg").exists()
-    assert len(ran) == 6, ran
+    assert len(ran) == 7, ran
 
 
 @pytest.mark.parametrize("line,message", [

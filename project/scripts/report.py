@@ -111,6 +111,26 @@ def scores_table(runs: List[Dict], loaded: Dict) -> List[str]:
     return lines
 
 
+def headline(levelled: List[Dict], loaded: Dict, baseline: str = "spacy_ner") -> str:
+    """The report's first line: which levelled pipeline of ours won, and by how much over spaCy's
+    ``ner`` (the peer named ``baseline``) when that levelled too."""
+    from spacy_crossner.report import format_percent
+
+    ours = [r for r in levelled if r["option"] == "run"]
+    if not ours:
+        return ("No pipeline of ours levelled at this budget, so none has a test score here; see the "
+                "demo runs below and the converged numbers of the study.")
+    best = max(ours, key=lambda r: loaded[r["name"]].overall[2])
+    f = loaded[best["name"]].overall[2]
+    text = f"**Best: {best['name']}**, test F1 {format_percent(f)}"
+    peer = next((r for r in levelled if r["option"] == "peer" and r["name"] == baseline), None)
+    if peer is None:
+        return text + f"; spaCy's `ner` ({baseline}) has no test score here to compare with."
+    gain = f - loaded[peer["name"]].overall[2]
+    return (text + f", {gain:+.2f} over spaCy's `ner` ({baseline}, "
+            f"{format_percent(loaded[peer['name']].overall[2])}) on the same test set.")
+
+
 def workflow_main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for option, what in (("run", "one of our pipelines"), ("peer", "a spaCy pipeline beside ours"),
@@ -145,7 +165,8 @@ def workflow_main(argv=None) -> None:
     out = args.output
     out.mkdir(parents=True, exist_ok=True)
     study = os.path.relpath(ROOT / STUDY, out.resolve())
-    lines = [f"# {args.title}", "",
+    top = headline(levelled, loaded)
+    lines = [f"# {args.title}", "", top, "",
              "Each model kept its best checkpoint on a dev set, evaluated during training (the "
              "settings are in the first line of each training log). A test score is shown only "
              "where the dev F1 **levelled**: its best evaluation came after step 0 and before the "
@@ -188,7 +209,9 @@ def workflow_main(argv=None) -> None:
                     "runs": [status_record(r, loaded[r["name"]].to_dict()["overall"]) for r in zero]}
     data["demo"] = [status_record(r) for r in demo]
     data["skipped"] = [status_record(r) for r in skipped]
+    data["headline"] = top
     srsly.write_json(out / "report.json", data)
+    print(top.replace("**", ""))
     for run in runs:
         print(f"{run['name']:<24} {run['status']:<9} {run['log'].verdict()}")
     print(f"Wrote {out / 'report.md'}, {out / 'report.json'}" + (f" and {plot}" if levelled else ""))

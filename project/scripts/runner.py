@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import training_log
-from timed import (JOB_ENV, PROJECT_DIR, QUEUE, RUN_ENV, RUNNER_DIR, format_seconds, run_id,
-                   write_record)
+from timed import (JOB_ENV, PROJECT_DIR, QUEUE, RUN_ENV, RUNNER_DIR, format_seconds, parent_workflow,
+                   run_id, workflow_position, write_record)
 
 POLL_SECONDS = float(os.environ.get("CROSSNER_RUNNER_POLL", "2"))
 TAIL_LINES = 25
@@ -226,6 +226,9 @@ def run_jobs(
                                   + ["    " + line for line in tail]))
                 else:
                     say(f"NOT RUN: {result.describe(job)}")
+                finished = [r for n, r in results.items() if n in futures]
+                say(progress_line(len(finished), len(todo), [r.seconds for r in finished if r.status == "ok"],
+                                  len(pending), workers if not scheduler else None))
             if pending:
                 if progress is not None:
                     progress([by_name[n] for n in pending])
@@ -235,6 +238,22 @@ def run_jobs(
         if cluster is not None:
             cluster.close()
     return [results[n] for n in names]
+
+
+def progress_line(done: int, total: int, seconds: List[float], running: int,
+                  workers: Optional[int]) -> str:
+    """"job N of M done" and a rough time left: the jobs not finished, at the mean time of the
+    finished ones, ``workers`` at a time (a guide: jobs differ, and early stopping ends some sooner)."""
+    text = f"{done} of {total} jobs done"
+    left = total - done
+    if left and seconds:
+        at_a_time = max(1, min(workers or running or 1, left))
+        estimate = sum(seconds) / len(seconds) * left / at_a_time
+        text += (f", {running} running; about {format_seconds(estimate)} left (the mean time of the "
+                 f"finished jobs, {at_a_time} at a time)")
+    elif left:
+        text += f", {running} running"
+    return text
 
 
 def _tail(path: Path) -> List[str]:
@@ -287,6 +306,9 @@ def open_queue(step: str) -> None:
     RUNNER_DIR.mkdir(parents=True, exist_ok=True)
     QUEUE.write_text(json.dumps({"run": run_id(), "step": step, "open": True, "jobs": [],
                                  "started": time.time()}), encoding="utf8")
+    position = workflow_position(step, parent_workflow())
+    if position:
+        print(position, flush=True)
     print(f"[runner {step}] queueing the lines of {step}; they run at its last line", flush=True)
 
 
@@ -308,8 +330,12 @@ def step_jobs(queue: dict) -> List[Job]:
     return jobs
 
 
-def print_progress(running: List[Job], seen: Dict[str, int], say: Callable[[str], None]) -> None:
-    """Each running job's training-table rows not printed yet (once per row)."""
+def print_progress(running: List[Job], seen: Dict[str, int], say: Callable[[str], None],
+                   order: Optional[Dict[str, int]] = None, started: Optional[Dict[str, float]] = None) -> None:
+    """Each running job's training-table rows not printed yet (once per row): "job N of M", the
+    step of its step budget, dev F1, and its time left at most at the step rate measured since
+    its first row (early stopping may end it sooner)."""
+    started = {} if started is None else started
     for job in running:
         path = Path(job.cwd) / job.log
         if not path.exists():
@@ -317,8 +343,18 @@ def print_progress(running: List[Job], seen: Dict[str, int], say: Callable[[str]
         log = training_log.read(path)
         if len(log.steps) > seen.get(job.name, 0):
             seen[job.name] = len(log.steps)
-            say(f"{job.name}: step {log.last_step}, dev F1 {log.scores[-1]:.2f} "
-                f"(best {log.best_score:.2f} at step {log.best_step})")
+            now = time.time()
+            first = started.setdefault(job.name, (log.last_step, now))
+            which = f"job {order[job.name] + 1} of {len(order)} " if order and job.name in order else ""
+            cap = f" of at most {log.max_steps}" if log.max_steps else ""
+            text = (f"{which}{job.name}: step {log.last_step}{cap}, dev F1 {log.scores[-1]:.2f} "
+                    f"(best {log.best_score:.2f} at step {log.best_step})")
+            if log.demo:
+                text += " [demo run]"
+            if log.max_steps and log.last_step > first[0]:
+                rate = (now - first[1]) / (log.last_step - first[0])
+                text += f"; at most {format_seconds((log.max_steps - log.last_step) * rate)} left"
+            say(text)
 
 
 def run_queue(step: str, *, workers: int, scheduler: Optional[str], fresh: bool = False) -> int:
@@ -336,8 +372,11 @@ def run_queue(step: str, *, workers: int, scheduler: Optional[str], fresh: bool 
         print(f"[runner {step} {format_seconds(time.time() - start)}] {text}", flush=True)
 
     seen: Dict[str, int] = {}
+    order = {job.name: i for i, job in enumerate(jobs)}
+    started: Dict[str, tuple] = {}
     results = run_jobs(jobs, workers=workers, scheduler=scheduler, done_dir=RUNNER_DIR / "done" / step,
-                       fresh=fresh, say=say, progress=lambda running: print_progress(running, seen, say))
+                       fresh=fresh, say=say,
+                       progress=lambda running: print_progress(running, seen, say, order, started))
     seconds = time.time() - start
     write_record({"run": queue["run"], "step": step, "seconds": round(seconds, 2), "ended": time.time(),
                   "command": "scripts/runner.py", "jobs": len(jobs)})

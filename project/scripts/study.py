@@ -94,6 +94,7 @@ SOURCE_TYPES = "person,organisation,location,misc"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # project/scripts/
 from machine import cpu_model, utc_now  # noqa: E402  (study.utc_now: the tests patch it)
+import study_configs  # noqa: E402  (configs/*.cfg, generated from init-config choices)
 
 FEATURES = {
     "wordchar": "WordCharEmbed: hashed words + character CNN, no pretrained input",
@@ -888,6 +889,8 @@ def add_source_types(run: Dict, args, path: Path) -> None:
 
 
 def cmd_run(args) -> int:
+    # configs/*.cfg are generated from the package's pieces; a rerun picks up a changed piece
+    study_configs.write_configs(CONFIGS)
     args.results.mkdir(parents=True, exist_ok=True)
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.workers > 0 or args.scheduler:
@@ -1036,8 +1039,8 @@ def config_eval_frequency(method: str, features: str) -> int:
 def load_config_defaults(method: Method, features: str) -> Dict[str, int]:
     from spacy.util import load_config
 
-    training = load_config(CONFIGS / f"{method.config}{'_sm' if features == 'sm' else ''}.cfg",
-                           interpolate=False)["training"]
+    path = study_configs.write_config(f"{method.config}{'_sm' if features == 'sm' else ''}", CONFIGS)
+    training = load_config(path, interpolate=False)["training"]
     return {k: training[k] for k in ("max_steps", "eval_frequency", "patience")}
 
 

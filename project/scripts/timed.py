@@ -81,6 +81,46 @@ def lines_of_step(step: str) -> int:
     return next((len(c.get("script", [])) for c in commands if c.get("name") == step), 0)
 
 
+def parent_workflow() -> str:
+    """The workflow of the ``spacy project run WORKFLOW`` process that started this line ("" when
+    not known, e.g. a single command or not on Linux)."""
+    try:
+        argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode("utf8", "replace").split("\0")
+    except OSError:
+        return ""
+    for i, token in enumerate(argv[:-1]):
+        if token == "run" and i > 0 and "project" in argv[i - 1]:
+            return argv[i + 1]
+    return ""
+
+
+def workflow_position(step: str, workflow: str, timings: Path = None) -> str:
+    """"[WORKFLOW] step N of M: STEP" when STEP is in the project's WORKFLOW, else "". When an
+    earlier run of ``all`` left its step times (``reports/timings.json``, the ``timings`` step),
+    the line adds the time that run took from this step on, as an estimate of the time left."""
+    import srsly
+
+    timings = PROJECT_DIR / "reports" / "timings.json" if timings is None else timings
+
+    if not workflow:
+        return ""
+    try:
+        steps = srsly.read_yaml(PROJECT_DIR / "project.yml").get("workflows", {}).get(workflow, [])
+    except (OSError, ValueError):
+        return ""
+    if step not in steps:
+        return ""
+    text = f"[{workflow}] step {steps.index(step) + 1} of {len(steps)}: {step}"
+    try:
+        before = {r["step"]: r.get("seconds") for r in srsly.read_json(timings).get("steps", [])}
+    except (OSError, ValueError, AttributeError):
+        return text
+    rest = [before.get(name) for name in steps[steps.index(step):]]
+    if workflow == "all" and rest and all(isinstance(sec, (int, float)) for sec in rest):
+        text += f"; about {format_seconds(sum(rest))} left (the step times of the last run, {timings.name})"
+    return text
+
+
 def read_log(path: Path = LOG) -> list:
     if not path.exists():
         return []
@@ -213,6 +253,11 @@ def main() -> None:
         sys.exit(run_job(step, threads, log, args, json.loads(os.environ[JOB_ENV])))
     if queue_line(step, threads, log, args):
         return
+    command, _ = split_name(step)
+    if not [r for r in read_log() if r["run"] == run_id() and r["step"] == command]:
+        position = workflow_position(command, parent_workflow())
+        if position:
+            print(position, flush=True)
     code, seconds = run(step, threads, args, log, echo=True)
     if code != 0:
         print(f"[time] {step}: failed after {format_seconds(seconds)}", flush=True)

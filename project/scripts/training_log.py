@@ -24,6 +24,9 @@ DASHES = re.compile(r"^-+(?:\s+-+)+\s*$")
 # printed by scripts/train.py when a config needs a spaCy pipeline that is not installed
 SKIPPED = "[skipped]"
 FEATURES = "[features]"
+# printed by scripts/train.py --demo: a run the CPU-sized `all` gives a budget it is not meant to
+# converge in (it shows the method runs end to end); its verdict says so instead of "not trained"
+DEMO = "[demo]"
 # evaluations after the best one that must not beat it for the run to count as levelled
 EVALS_AFTER_BEST = 2
 
@@ -38,6 +41,7 @@ class TrainingLog:
     scores: List[float] = field(default_factory=list)
     features: Optional[str] = None
     skipped: Optional[str] = None
+    demo: Optional[str] = None  # why the run is a demo (the [demo] line), None for a real run
     seconds: Optional[float] = None
 
     @property
@@ -82,6 +86,8 @@ class TrainingLog:
         where = f"best dev F1 {score:.2f} at step {best}, last evaluation at step {last}{cap}"
         if self.levelled:
             return f"levelled: {where}"
+        if self.demo:
+            return f"demo run ({self.demo}): ran end to end; {where}"
         if best == 0:
             return f"not trained: {where} (no evaluation beat the untrained model)"
         if best == last:
@@ -124,6 +130,8 @@ def parse(text: str, path: Optional[Path] = None) -> TrainingLog:
             log.command = shlex.split(line[2:])
         elif line.startswith(FEATURES):
             log.features = line[len(FEATURES):].strip()
+        elif line.startswith(DEMO):
+            log.demo = line[len(DEMO):].strip() or "a demo budget"
         elif line.startswith(SKIPPED):
             log.skipped = line[len(SKIPPED):].strip()
         elif line.startswith("[time] ") and "(" in line and line.rstrip().endswith(" s)"):
@@ -160,7 +168,7 @@ def summary(log: TrainingLog) -> Dict:
     """The log as plain values (for JSON)."""
     return {"levelled": log.levelled, "skipped": log.skipped, "best_dev_f": log.best_score,
             "best_step": log.best_step, "last_step": log.last_step, "max_steps": log.max_steps,
-            "evaluations": len(log.steps), "evaluations_after_best": log.evaluations_after_best, "features": log.features, "train_seconds": log.seconds,
+            "evaluations": len(log.steps), "evaluations_after_best": log.evaluations_after_best, "demo": log.demo, "features": log.features, "train_seconds": log.seconds,
             "verdict": log.verdict()}
 
 

@@ -3,8 +3,12 @@
 ``_util`` holds the typer ``app``; each command module registers its commands on it and calls
 plain keyword-only functions of the library modules, which never import the CLI.
 """
-from ._util import app, fail
+from ._util import app, fail, full_short_help
 
-from . import annotate, convert, dapt, evaluate, quantize, report, self_train, vectors  # noqa: F401,E402  (register the commands)
+from . import (  # noqa: F401,E402  (register the commands)
+    annotate, best, convert, dapt, evaluate, init_config, quantize, report, self_train, vectors,
+)
+
+full_short_help(app)
 
 __all__ = ["app", "fail"]

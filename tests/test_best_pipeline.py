@@ -1,0 +1,157 @@
+"""The best-pipeline command (issue 46 item 2): from converted corpora to a loadable pipeline, on
+corpora with other domain and label names than CrossNER's, with tiny step budgets."""
+import json
+from pathlib import Path
+
+import pytest
+import spacy
+from typer.testing import CliRunner
+
+from spacy_crossner.best import BestPipelineError, Budget, best_pipeline, find_corpus
+from spacy_crossner.cli import app
+from spacy_crossner.convert import convert
+
+DATA = Path(__file__).parents[2] / "shared" / "data" / "crossner"
+if not DATA.is_dir():
+    DATA = Path("/work/shared/data/crossner")
+TINY = Budget(max_steps=4, eval_frequency=2, patience=0, source_max_steps=4)
+
+
+def sentences(path: Path, start: int, n: int):
+    blocks, current = [], []
+    for line in path.read_text(encoding="utf8").splitlines():
+        if line.strip():
+            current.append(line)
+        elif current:
+            blocks.append(current)
+            current = []
+    if current:
+        blocks.append(current)
+    return blocks[start:start + n]
+
+
+def write_corpus(tmp: Path, name: str, domain: str, source: str, counts, prefix: str) -> Path:
+    """A converted corpus of `domain` from slices of a CrossNER domain, every label renamed."""
+    raw = tmp / "raw" / name
+    raw.mkdir(parents=True)
+    labels = set()
+    offset = 0
+    for split, n in counts.items():
+        block = sentences(DATA / source / "train.txt", offset, n)
+        offset += n
+        for sent in block:
+            for line in sent:
+                tag = line.split()[-1]
+                if tag != "O":
+                    labels.add(tag[2:])
+        (raw / f"{split}.txt").write_text("\n\n".join("\n".join(s) for s in block) + "\n", encoding="utf8")
+    out = tmp / "corpus" / name
+    convert(raw, out, domain=domain, label_map={label: f"{prefix}{label}" for label in labels})
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("best")
+    source = write_corpus(tmp, "wire", "newswire", "conll2003", {"train": 40, "dev": 10}, "src_")
+    target = write_corpus(tmp, "robots", "robotics", "ai", {"train": 24, "dev": 8, "test": 8}, "bot_")
+    return tmp, source, target
+
+
+def labels_of(nlp):
+    return nlp.get_pipe("crossner").cfg["labels"]
+
+
+def test_transformer_recipe_end_to_end_and_cached_source(corpora):
+    tmp, source, target = corpora
+    said = []
+    result = best_pipeline(sources=[source], target=target, output=tmp / "best", budget=TINY, seed=0,
+                           threads=1, cache=tmp / "cache", say=said.append)
+    assert result.source_cached is False
+    assert 0.0 <= result.dev_f <= 100.0 and result.test_f is not None
+    assert any("stage 1 of 3" in line for line in said) and any("stage 2 of 3" in line for line in said)
+    assert any("s a step, at most" in line for line in said)  # the time left, from the step rate
+    nlp = spacy.load(tmp / "best")
+    assert nlp.pipe_names == ["transformer", "crossner"]
+    labels = labels_of(nlp)
+    assert any(label.startswith("bot_") for label in labels["robotics"])
+    assert nlp.get_pipe("crossner").cfg.get("target_domain") in (None, "robotics")
+    nlp("Robots learn by reinforcement learning in simulation .")
+    meta = json.loads((tmp / "best" / "meta.json").read_text())
+    assert meta["crossner_best_pipeline"]["target_domain"] == "robotics"
+    cached = list((tmp / "cache").iterdir())
+    assert len(cached) == 1 and (cached[0] / "model-best").is_dir()
+
+    # another target seed with the same source seed reuses the cached source model (CLI)
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp / "best_seed1"), "--source", str(source),
+                                   "--max-steps", "4", "--source-max-steps", "4", "--eval-frequency", "2",
+                                   "--patience", "0", "--seed", "1", "--source-seed", "0", "--threads", "1",
+                                   "--cache", str(tmp / "cache")])
+    assert out.exit_code == 0, out.output
+    assert "cached, reused" in out.output
+    last = out.output.strip().splitlines()[-1]
+    assert last.startswith("[best-pipeline] done: dev F1 ") and "test F1 " in last
+    assert last.endswith(f"pipeline: {tmp / 'best_seed1'}")
+    assert len(list((tmp / "cache").iterdir())) == 1
+    spacy.load(tmp / "best_seed1")
+
+
+def test_fast_recipe_with_vectors_from_a_text_file(corpora):
+    tmp, source, target = corpora
+    glove = tmp / "tiny_glove.txt"
+    glove.write_text("the 0.1 0.2 0.3\nrobot 0.3 0.1 0.0\nlearning -0.1 0.2 0.5\n", encoding="utf8")
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp / "fast"), "--source", str(source),
+                                   "--recipe", "fast", "--vectors", str(glove), "--max-steps", "4",
+                                   "--eval-frequency", "2", "--patience", "0", "--threads", "1"])
+    assert out.exit_code == 0, out.output
+    assert "stage 2 of 3" in out.output
+    last = out.output.strip().splitlines()[-1]
+    assert last.startswith("[best-pipeline] done: dev F1 ") and str(tmp / "fast") in last
+    nlp = spacy.load(tmp / "fast")
+    assert nlp.vocab.vectors.shape[1] == 3
+    assert set(labels_of(nlp)) >= {"newswire", "robotics"}
+
+
+def test_errors_name_what_to_fix(corpora, tmp_path):
+    tmp, source, target = corpora
+    (tmp_path / "nodev").mkdir()
+    (tmp_path / "nodev" / "train.spacy").write_bytes((target / "train.spacy").read_bytes())
+    with pytest.raises(BestPipelineError, match="no dev.spacy"):
+        find_corpus(tmp_path / "nodev", "--source")
+    with pytest.raises(BestPipelineError, match="domain 'newswire' of a --source"):
+        best_pipeline(sources=[source], target=source, output=tmp_path / "o", budget=TINY)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp_path / "full"), "--source", str(source)])
+    assert out.exit_code == 1 and "--overwrite" in out.output
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp_path / "x"), "--source", str(source),
+                                   "--max-steps", "0"])
+    assert out.exit_code == 1 and "--max-steps must be at least 1" in out.output
+
+
+def test_help_lists_every_command_with_its_whole_description():
+    """`python -m spacy_crossner --help` wraps each command's first paragraph instead of cutting
+    it with "..." (issue 46 item 5); best-pipeline's options all have help."""
+    from spacy_crossner.cli._util import first_paragraph
+
+    out = CliRunner().invoke(app, ["--help"], terminal_width=80)
+    assert out.exit_code == 0
+    listing = " ".join(out.output.split("Commands:")[1].split())
+    assert "..." not in listing
+    for info in app.registered_commands:
+        assert first_paragraph(info.callback.__doc__) in listing, info.name
+    assert "best-pipeline Train the best pipeline for your target corpus in one command" in listing
+    text = CliRunner().invoke(app, ["best-pipeline", "--help"], terminal_width=100).output
+    for option in ("--source", "--test", "--recipe", "--max-steps", "--source-max-steps", "--eval-frequency",
+                   "--patience", "--source-limit", "--source-dev-limit", "--source-upsample", "--seed",
+                   "--source-seed", "--transformer", "--vectors", "--cache", "--workdir", "--gpu-id", "--threads",
+                   "--overwrite"):
+        assert option in text, option
+
+
+def test_output_never_holds_the_inputs(corpora):
+    tmp, source, target = corpora
+    with pytest.raises(BestPipelineError, match="contains TARGET"):
+        best_pipeline(sources=[source], target=target, output=target.parent, overwrite=True, budget=TINY)
+    assert (target / "train.spacy").is_file()
