@@ -211,6 +211,15 @@ def compose(
             name: {"source": "${paths.pretrained}"} for name in config["nlp"]["pipeline"]
         }
     if overrides:
+        # A section spacy train does not read would keep a (mistyped) override, silently unused.
+        known = set(config) | {"paths", "system", "nlp", "components", "corpora", "training",
+                               "pretraining", "initialize", "vars"}
+        unknown = sorted({dotted.split(".")[0] for dotted in overrides if "." in dotted} - known)
+        if unknown:
+            raise InitConfigError(
+                f"No section [{unknown[0]}] in a spaCy config (override --{unknown[0]}...); "
+                f"sections: {', '.join(sorted(known))}."
+            )
         _merge(config, _nest(overrides))
     return Config(config)
 
@@ -284,8 +293,16 @@ def init_config(
     pieces. force (bool): overwrite an existing file.
     """
     path = Path(output)
-    if str(output) != "-" and path.exists() and not force:
-        raise InitConfigError(f"{path} exists; pass --force to overwrite it.")
+    if str(output) != "-":
+        if path.is_dir():
+            raise InitConfigError(f"{path} is a folder: give the path of the .cfg file to write.")
+        if path.exists() and not force:
+            raise InitConfigError(f"{path} exists; pass --force to overwrite it.")
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise InitConfigError(f"{path}: {parent} is a file, not a folder.")
+                break
     text = config_text(arch=arch, features=features, setting=setting, output=str(output),
                        overrides=overrides)
     if str(output) == "-":
@@ -300,6 +317,12 @@ def parse_overrides(args: Sequence[str]) -> Dict[str, Any]:
     """``["--training.max_steps", "100"]`` -> ``{"training.max_steps": 100}`` (spaCy's parser)."""
     from spacy.cli._util import parse_config_overrides
 
+    args = list(args)
+    for i, arg in enumerate(args):
+        # spaCy's parser reads a flag with no value as true: `--training.max_steps` alone would
+        # write max_steps = true.
+        if arg.startswith("--") and "=" not in arg and (i + 1 == len(args) or args[i + 1].startswith("--")):
+            raise InitConfigError(f"The override {arg} has no value: write it as {arg} VALUE.")
     try:
         return parse_config_overrides(list(args))
     except SystemExit as err:  # spaCy's parser exits on a flag with no dotted name

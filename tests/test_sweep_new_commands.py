@@ -282,3 +282,37 @@ def test_batch_size_below_one_is_refused_for_the_lexical_scorer_too(tmp_path, fi
     result = rank(files[0], tmp_path / "o", files[1], "--top-n", 2, "--batch-size", 0)
     assert result.exit_code == 1
     assert "--batch-size must be at least 1, got 0" in result.output
+
+
+# -- init-config ----------------------------------------------------------------------------------
+
+
+def test_init_config_output_checks(tmp_path):
+    # before: "[Errno 21] Is a directory" (with --force) and "[Errno 17] File exists"
+    result = cli("init-config", tmp_path, "-a", "bilstm", "-s", "joint", "--force")
+    assert result.exit_code == 1
+    assert f"{tmp_path} is a folder: give the path of the .cfg file to write" in result.output
+    blocker = tmp_path / "c.txt"
+    blocker.write_text("x\n", encoding="utf8")
+    result = cli("init-config", blocker / "x.cfg", "-a", "bilstm", "-s", "joint")
+    assert result.exit_code == 1
+    assert f"{blocker} is a file, not a folder" in result.output
+    assert blocker.read_text(encoding="utf8") == "x\n"
+
+
+def test_init_config_override_without_value(tmp_path):
+    # before: rc 0 and `max_steps = true` written
+    result = cli("init-config", tmp_path / "a.cfg", "-a", "bilstm", "-s", "joint", "--training.max_steps")
+    assert result.exit_code == 1
+    assert "The override --training.max_steps has no value" in result.output
+    assert not (tmp_path / "a.cfg").exists()
+
+
+def test_init_config_unknown_section(tmp_path):
+    # before: rc 0 and a [nosuch] section that spacy train never reads
+    result = cli("init-config", tmp_path / "a.cfg", "-a", "bilstm", "-s", "joint", "--nosuch.key", 3)
+    assert result.exit_code == 1
+    assert "No section [nosuch] in a spaCy config" in result.output
+    assert cli("init-config", tmp_path / "b.cfg", "-a", "bilstm", "-s", "joint",
+               "--training.max_steps", 7).exit_code == 0
+    assert "max_steps = 7" in (tmp_path / "b.cfg").read_text(encoding="utf8")
