@@ -462,6 +462,18 @@ def best_pipeline(
         raise BestPipelineError(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
     budget = budget or Budget()
     budget.check()
+    # Checked before any stage runs: each was found only once a training had started.
+    if threads < 0:
+        raise BestPipelineError(f"--threads must be 0 or more, not {threads}")
+    if transformer and transformer.startswith(("/", ".", "~")) and not Path(transformer).expanduser().exists():
+        raise BestPipelineError(f"--transformer {transformer}: no such model folder")
+    if gpu_id >= 0:
+        from thinc.api import require_gpu
+
+        try:
+            require_gpu(gpu_id)
+        except ValueError as err:  # no CuPy, or no such GPU
+            raise BestPipelineError(f"--gpu-id {gpu_id}: {err}; use --gpu-id -1 for the CPU") from None
     if not sources:
         raise BestPipelineError("give at least one --source corpus folder")
     source_corpora = [find_corpus(s, "--source") for s in sources]

@@ -316,3 +316,26 @@ def test_init_config_unknown_section(tmp_path):
     assert cli("init-config", tmp_path / "b.cfg", "-a", "bilstm", "-s", "joint",
                "--training.max_steps", 7).exit_code == 0
     assert "max_steps = 7" in (tmp_path / "b.cfg").read_text(encoding="utf8")
+
+
+# -- best-pipeline --------------------------------------------------------------------------------
+
+
+def test_best_pipeline_refuses_before_training(monkeypatch, tmp_path):
+    # before: --threads -1 was accepted and a training started; a missing --transformer folder
+    # and an unusable --gpu-id were tracebacks from inside the training
+    from spacy_crossner.best import BestPipelineError, best_pipeline
+
+    common = dict(target=tmp_path / "t", output=tmp_path / "o", sources=[tmp_path / "s"])
+    with pytest.raises(BestPipelineError, match=r"--threads must be 0 or more, not -1"):
+        best_pipeline(**common, threads=-1)
+    with pytest.raises(BestPipelineError, match=r"--transformer .*notrf: no such model folder"):
+        best_pipeline(**common, transformer=str(tmp_path / "notrf"))
+    import thinc.api
+
+    def no_gpu(gpu_id=0):
+        raise ValueError("Cannot use GPU, CuPy is not installed")
+
+    monkeypatch.setattr(thinc.api, "require_gpu", no_gpu)
+    with pytest.raises(BestPipelineError, match=r"--gpu-id 0: Cannot use GPU, CuPy is not installed; use --gpu-id -1"):
+        best_pipeline(**common, gpu_id=0)
