@@ -46,6 +46,7 @@ from .domains import get_domain, set_domain
 
 MODES = ("missing", "confident-o")
 PSEUDO_SECTION = "pseudo"
+MULTI_DOMAIN_READERS = ("spacy_crossner.MultiDomainCorpus.v1", "spacy_crossner.MultiDomainCorpus.v2")
 
 
 class PseudoLabelError(ValueError):
@@ -468,10 +469,10 @@ def load_student_config(config: Union[str, Path], overrides: Dict[str, Any]):
     except Exception as err:  # confection's ConfigValidationError and parse errors
         raise PseudoLabelError(f"Config {config}: {err}") from None
     train = cfg.get("corpora", {}).get("train", {})
-    if train.get("@readers") != "spacy_crossner.MultiDomainCorpus.v1" or "domains" not in train:
+    if train.get("@readers") not in MULTI_DOMAIN_READERS or "domains" not in train:
         raise PseudoLabelError(
-            f"Config {config}: [corpora.train] must be spacy_crossner.MultiDomainCorpus.v1 with "
-            "[corpora.train.domains] (as configs/bilstm_joint.cfg and configs/trf_joint.cfg)"
+            f"Config {config}: [corpora.train] must be spacy_crossner.MultiDomainCorpus.v1 or .v2 "
+            "with [corpora.train.domains] (as configs/bilstm_joint.cfg and configs/trf_joint.cfg)"
         )
     if PSEUDO_SECTION in train["domains"]:
         raise PseudoLabelError(
@@ -490,10 +491,27 @@ def with_pseudo_corpus(cfg, pseudo: Union[str, Path], domain: str, upsample: flo
     # (spacy_crossner.training_checks.check_distinct_domains).
     for name in _sections_of_domain(cfg, domain):
         cfg["corpora"]["train"]["domains"][name]["domain"] = domain
-    cfg["corpora"]["train"]["domains"][PSEUDO_SECTION] = {
-        "path": str(Path(pseudo).resolve()), "domain": domain, "upsample": upsample,
-    }
+    section = {"path": str(Path(pseudo).resolve()), "domain": domain, "upsample": upsample}
+    train = cfg["corpora"]["train"]
+    if not _mixes_by_factor(train, upsample):
+        del section["upsample"]
+    train["domains"][PSEUDO_SECTION] = section
     return cfg
+
+
+def _mixes_by_factor(train: Dict[str, Any], upsample: float) -> bool:
+    """Whether ``[corpora.train]`` samples its corpora by ``upsample`` factors (v1, or v2 with
+    mix = "upsample"); v2's other mixes go by the corpora's sizes, where a factor other than 1
+    is an error."""
+    if train.get("@readers") != "spacy_crossner.MultiDomainCorpus.v2" or train.get("mix", "sqrt") == "upsample":
+        return True
+    if upsample != 1.0:
+        raise PseudoLabelError(
+            f"--pseudo-upsample {upsample}: the config's MultiDomainCorpus.v2 mixes its corpora by "
+            f"mix = {train.get('mix', 'sqrt')!r}, not by factors; leave --pseudo-upsample out, or "
+            "set mix = \"upsample\" in [corpora.train] to use factors"
+        )
+    return False
 
 
 def _sections_of_domain(cfg, domain: str) -> List[str]:
@@ -572,6 +590,7 @@ def self_train(
     if output_dir.exists() and not output_dir.is_dir():
         raise PseudoLabelError(f"Output {output_dir} is a file, not a folder")
     base = load_student_config(config, dict(overrides or {}))
+    _mixes_by_factor(base["corpora"]["train"], pseudo_upsample)  # refuse a factor v2 would not use
     summary = SelfTrainSummary(str(output_dir))
     current = str(teacher)
     for n in range(1, rounds + 1):

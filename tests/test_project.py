@@ -575,7 +575,7 @@ def test_a_training_line_logs_its_table_features_and_time(tmp_path):
     res = subprocess.run(line, cwd=work, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     assert "[features] word+char embeddings learnt from the training data" in res.stdout
-    assert re.search(r"\[time\] train-target: \d+ s; (levelled|not converged|not trained): ", res.stdout), res.stdout
+    assert re.search(r"\[time\] train-target: (\d+ h \d+ min|(\d+ min )?\d+ s); (levelled|not converged|not trained): ", res.stdout), res.stdout
     sys.path.insert(0, str(PROJECT / "scripts"))
     import training_log
 

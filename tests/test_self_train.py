@@ -331,7 +331,7 @@ def test_a_config_self_train_cannot_use_is_refused_before_labelling(data, tmp_pa
     plain = spacy.util.load_config(CONFIGS / "bilstm_joint.cfg", interpolate=False)
     plain["corpora"]["train"] = {"@readers": "spacy.Corpus.v1", "path": data["target_train"]}
     plain.to_disk(tmp_path / "plain.cfg")
-    with pytest.raises(PseudoLabelError, match=r"\[corpora.train\] must be spacy_crossner.MultiDomainCorpus.v1"):
+    with pytest.raises(PseudoLabelError, match=r"\[corpora.train\] must be spacy_crossner.MultiDomainCorpus.v1 or .v2"):
         self_train(config=tmp_path / "plain.cfg", **common)
     taken = spacy.util.load_config(CONFIGS / "bilstm_joint.cfg", interpolate=False)
     taken["corpora"]["train"]["domains"]["pseudo"] = {"path": data["target_train"]}
@@ -339,6 +339,29 @@ def test_a_config_self_train_cannot_use_is_refused_before_labelling(data, tmp_pa
     with pytest.raises(PseudoLabelError, match=r"already has \[corpora.train.domains.pseudo\]"):
         self_train(config=tmp_path / "taken.cfg", **common)
     assert not (tmp_path / "st").exists()  # nothing was labelled
+
+
+def test_a_v2_config_gets_the_pseudo_section_without_a_factor(data, tmp_path):
+    """MultiDomainCorpus.v2 mixes corpora by size: the pseudo-labelled section gets no `upsample`
+    (v2 refuses one on a labelled corpus), and a --pseudo-upsample it would not use is refused
+    before any labelling."""
+    from spacy_crossner.self_train import with_pseudo_corpus
+
+    paths = {f"paths.{k}": data[k] for k in ("source_train", "target_train", "target_dev")}
+    v2 = spacy.util.load_config(CONFIGS / "bilstm_joint.cfg", overrides=paths, interpolate=False)
+    v2["corpora"]["train"]["@readers"] = "spacy_crossner.MultiDomainCorpus.v2"
+    for section in v2["corpora"]["train"]["domains"].values():
+        section.pop("upsample", None)
+    v2.to_disk(tmp_path / "v2.cfg")
+    with pytest.raises(PseudoLabelError, match=r"--pseudo-upsample 2.0: the config's MultiDomainCorpus.v2 mixes"):
+        self_train(teacher=data["teacher"], config=tmp_path / "v2.cfg", text=data["text"],
+                   output_dir=tmp_path / "st", threshold=0.5, pseudo_upsample=2.0)
+    assert not (tmp_path / "st").exists()
+    cfg = with_pseudo_corpus(v2, data["target_train"], "ai", 1.0)
+    assert cfg["corpora"]["train"]["domains"]["pseudo"] == {
+        "path": str(Path(data["target_train"]).resolve()), "domain": "ai"}
+    # the gold target section now names its domain too (one domain on purpose, issue 48's check)
+    assert cfg["corpora"]["train"]["domains"]["target"]["domain"] == "ai"
 
 
 def test_a_teacher_saved_with_a_threshold_labels_at_threshold_zero(data, tmp_path):
