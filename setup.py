@@ -33,7 +33,7 @@ ENTRY_POINTS = {
         "spacy_crossner.domain_schedule.v1 = spacy_crossner.readers:make_domain_schedule_batcher",
     ],
     "spacy_callbacks": [
-        "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",
+        "spacy_crossner.configure_crossner.v1 = spacy_crossner.callbacks:make_configure_callback",
         "spacy_crossner.torch_threads.v1 = spacy_crossner.torch_threads:make_torch_threads",
         "spacy_crossner.check_listener_widths.v1 = spacy_crossner.listeners:make_check_listener_widths",
     ],

@@ -175,7 +175,7 @@ def test_target_rows_start_from_the_source_for_shared_tags(saved):
     source's for the tags both have (here O and the organisation tags)."""
     from spacy_crossner.models.pytorch_heads import DomainHeads
     from spacy_crossner.models.base import get_emitter
-    from spacy_crossner.pipeline import make_configure_callback
+    from spacy_crossner.callbacks import make_configure_callback
 
     nlp = spacy.load(saved)
     pipe = nlp.get_pipe("crossner")
