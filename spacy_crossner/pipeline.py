@@ -29,12 +29,7 @@ from .callbacks import make_configure_callback  # noqa: F401  (its old home: ins
 from .decoding import bio_tags
 from .domains import doc_domain, example_domain, labelled_domain
 from .heap import TRIM_EVERY, release_freed_memory
-from .models.base import (
-    TaggerInput,
-    TaggerOutput,
-    forget_resized_optimizer_state,
-    setup_torch_layers,
-)
+from .models.base import TaggerInput, TaggerOutput
 from .models.head import Decoded, copy_domain_rows
 from .models.head import decode as head_decode
 from .models.head import get_loss as head_loss
@@ -259,11 +254,10 @@ class CrossNER(TrainablePipe):
         return list(self.cfg["labels"][domain])
 
     def _setup_model(self) -> None:
+        # Outputs that grow are new parameters to the optimizer (the model's resize_output).
         self._sync_model_attrs()
-        setup_torch_layers(self.model, self.domain_tags(), self.cfg["build_config"])
+        self.model.attrs["resize_output"](self.model, self.domain_tags(), self.cfg["build_config"])
         self.cfg["build_config"] = dict(self.model.attrs["build_config"])
-        # Grown parameters: the optimizer's state of their old sizes is dropped at finish_update.
-        self._resized = True
 
     def make_input(
         self, docs: List[Doc], own: Optional[List[str]] = None, gold=None
@@ -488,13 +482,6 @@ class CrossNER(TrainablePipe):
                 "([training.optimizer]) or check the input features."
             )
         return loss, d_scores
-
-    def finish_update(self, sgd: Optimizer) -> None:
-        """Update the weights; after heads or CRFs grew, first drop the optimizer's stale state."""
-        if getattr(self, "_resized", False):
-            forget_resized_optimizer_state(sgd, self.model)
-            self._resized = False
-        super().finish_update(sgd)
 
     # -- serialization ------------------------------------------------------------------------
 

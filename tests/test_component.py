@@ -2,8 +2,10 @@
 settings given at load time, configured dropout rates, optimizer state of grown heads,
 entity probabilities with a threshold, and the package's import graph."""
 import ast
+import copy
 import pathlib
 
+import numpy
 import pytest
 import spacy
 import torch
@@ -114,6 +116,46 @@ def test_grown_head_restarts_its_adam_state():
     moved = step[(step > 1e-6) & (step < 1.0)]
     assert len(moved) > 0
     assert torch.allclose(moved.max(), torch.tensor(lr), rtol=1e-3)
+
+
+def test_resize_builds_new_parameters_and_leaves_the_optimizer_alone():
+    """A label added after optimizer steps: the grown head and CRF are new parameters (new
+    names, through the model's resize_output) that get fresh optimizer state on their first
+    update; the state the optimizer holds is neither removed nor edited (it is only read
+    here). The grown model saves and loads under the new names."""
+    fix_random_seed(0)
+    nlp = blank_with({"model": BILSTM, "target_domain": "ai"})
+    examples = make_examples(nlp, NEWS + AI)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.01, L2=0.0, grad_clip=0.0, use_averages=False)
+    train_more(nlp, examples, 2, optimizer)
+    pipe = nlp.get_pipe("crossner")
+    head, emitter = (pipe.model.get_ref(r).shims[0].id for r in ("head", "emitter"))
+    tables = ("mom1", "mom2", "nr_update")
+    before = {t: copy.deepcopy(dict(getattr(optimizer, t))) for t in tables}
+    old_crf, old_head = (head, "crfs.ai.transitions"), (emitter, "heads.heads.ai.weight")
+    assert old_crf in before["mom1"] and old_head in before["mom1"]
+    pipe.add_label("date", domain="ai")
+    assert pipe.cfg["build_config"]["crf_generations"] == {"ai": 1}
+    assert pipe.cfg["build_config"]["head_generations"] == {"ai": 1}
+    grown = make_examples(nlp, [("ai", "LSTM was proposed in 1997 .".split(), [(0, 1, "algorithm"), (4, 5, "date")])])
+    nlp.update(grown, sgd=optimizer)
+    n_tags = len(pipe.domain_tags()["ai"])
+    for key, shape in (((head, "crfs.ai-g1.transitions"), n_tags * n_tags), ((emitter, "heads.heads.ai-g1.weight"), n_tags * 64)):
+        assert key not in before["mom1"]
+        assert optimizer.mom1[key].size == shape and optimizer.nr_update[key] == 1
+    for table in tables:
+        state = getattr(optimizer, table)
+        for key, value in before[table].items():
+            assert key in state
+            if key in (old_crf, old_head):  # parameters that no longer exist: state untouched
+                assert numpy.array_equal(state[key], value)
+    copy_nlp = blank_with({"model": BILSTM, "target_domain": "ai"})
+    copy_nlp.from_bytes(nlp.to_bytes())
+    loaded = copy_nlp.get_pipe("crossner")
+    assert torch.equal(get_crf(loaded.model, "ai").transitions, get_crf(pipe.model, "ai").transitions)
+    doc = doc_in(nlp, "LSTM was proposed in 1997 .".split(), "ai")
+    assert [(e.text, e.label_) for e in copy_nlp(doc.copy()).ents] == [(e.text, e.label_) for e in nlp(doc).ents]
 
 
 def _imports(path: pathlib.Path, package: str):

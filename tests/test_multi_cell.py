@@ -571,6 +571,9 @@ def test_labels_added_to_two_domains_keep_every_cell_in_place(tmp_path):
     pipe.add_label("chem", domain="news")
     assert emitter.types == before + ["gene", "chem"]
     assert pipe.cfg["build_config"][TYPES_KEY] == emitter.types
+    # each growth rebuilt the cells under a new name: new parameters to the optimizer
+    assert pipe.cfg["build_config"]["multi_cell_generation"] == 2
+    assert {n.split(".")[0] for n, _ in emitter.named_parameters()} >= {"encoder-g2", "aux_w-g2", "aux_b-g2"}
     for i, t in enumerate(before):
         assert torch.equal(emitter.encoder.et_in_w[:, :, i], cells[t]), t
     nlp.to_disk(tmp_path / "model")

@@ -86,6 +86,17 @@ def setup_torch_layers(model: Model, domain_tags: DomainTags, build_config: Dict
             setup(node, domain_tags, build_config)
 
 
+def resize_output(model: Model, domain_tags: DomainTags, build_config: Dict[str, Any]) -> Model:
+    """Grow the model's outputs for new domains or labels (``model.attrs["resize_output"]``,
+    the hook spaCy's textcat and parser grow through): :func:`setup_torch_layers`. An output
+    that grows is rebuilt under a new name (:func:`~.pytorch_heads.generation_name`), keeping
+    the rows it had, so the optimizer sees its parameters as new; its state is never edited.
+    RETURNS (Model): the model.
+    """
+    setup_torch_layers(model, domain_tags, build_config)
+    return model
+
+
 def build_crossner_model(
     name: str,
     features: Model[List[Doc], List[Floats2d]],
@@ -129,6 +140,7 @@ def build_crossner_model(
             "domain_aliases": {},
             "build_config": {},
             "extra_inputs": extra_inputs,
+            "resize_output": resize_output,
         },
         dims={"nI": None},
     )
@@ -261,28 +273,3 @@ def _emitter_outputs(model: Model, inputs_outputs, is_train: bool):
 def get_emitter(model: Model) -> Emitter:
     """The torch emitter module of an architecture."""
     return model.get_ref("emitter").shims[0]._model
-
-
-def forget_resized_optimizer_state(optimizer: Any, model: Model) -> int:
-    """Drop the optimizer's running state of torch parameters whose size changed.
-
-    Growing a head or CRF for a new label replaces its parameters by larger ones; thinc's
-    optimizer keeps moments keyed by parameter name and would apply the old-sized state.
-    RETURNS (int): how many parameters' state was dropped.
-    """
-    dropped = 0
-    for node in model.walk():
-        for shim in node.shims:
-            module = getattr(shim, "_model", None)
-            if module is None:
-                continue
-            for name, param in module.named_parameters():
-                key = (shim.id, name)
-                moments = getattr(optimizer, "mom1", {})
-                if key in moments and moments[key].size != param.numel():
-                    for table in ("mom1", "mom2", "averages", "nr_update", "last_seen"):
-                        state = getattr(optimizer, table, None)
-                        if state is not None and key in state:
-                            del state[key]
-                    dropped += 1
-    return dropped

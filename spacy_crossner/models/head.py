@@ -56,7 +56,7 @@ def build_head(decoder: str) -> Model:
 
 def _setup_head(layer: Model, domain_tags: Dict[str, List[str]], build_config: Dict[str, Any]) -> None:
     module = layer.shims[0]._model
-    module.setup(domain_tags)
+    module.setup(domain_tags, build_config)
     module.to(get_torch_default_device())
 
 

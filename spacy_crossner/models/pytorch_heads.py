@@ -1,15 +1,16 @@
 """Torch modules shared by the architectures: per-domain linear maps, and the output heads
 that turn a batch's padded emissions into the NER loss and into decoded tags.
 
-Linear maps and CRFs grow in place when a domain or a label is added (pre-train then
-fine-tune), keeping the weights of what was there before. Module keys are derived from domain
+When a domain or a label is added (pre-train then fine-tune), a linear map or CRF whose
+domain gained tags is replaced by a larger one under a new name (:func:`generation_name`)
+that keeps the weights of what was there before. Module keys are derived from domain
 names, which may hold characters that torch forbids in module names.
 
 Shapes: B docs, T longest doc, K tags of the widest domain in the batch (columns past a
 domain's own tags are padding).
 """
 import functools
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -18,11 +19,53 @@ from torchcrf import CRF
 from ..decoding import FORBIDDEN, allowed_moves, tag_kinds
 
 NEG_INF = float("-inf")
+# keys of the component's build_config: per domain, how often its head / its CRF was resized
+HEAD_GENERATIONS = "head_generations"
+CRF_GENERATIONS = "crf_generations"
 
 
 def module_key(domain: str) -> str:
     """A torch-safe module name for a domain name (``.`` is not allowed in module names)."""
     return "".join(c if (c.isalnum() or c == "_") else f"-{ord(c)}-" for c in domain)
+
+
+def generation_name(base: str, generation: int) -> str:
+    """The name of a module that may be rebuilt larger: ``base`` as first built, ``base-gN``
+    after its N-th resize.
+
+    A resized output is new parameters under a new name: thinc's optimizer keys its state by
+    parameter name, so it sees them as new (fresh moments), as it sees the new output layer of
+    spaCy textcat's ``resize_output``; nothing edits the optimizer. The generations are kept
+    in the component's ``build_config`` so a loaded model is rebuilt under the saved names.
+    (``-`` never appears in :func:`module_key`'s keys unescaped, so names cannot collide.)
+    """
+    return base if generation == 0 else f"{base}-g{generation}"
+
+
+class Regrown:
+    """Mixin of a torch module some of whose submodules or parameters (``GROWN``) are rebuilt
+    larger under new names (:func:`generation_name`, with the module's ``generation``): they
+    stay reachable under their first names (``self.proj``); absent ones raise AttributeError
+    (:meth:`grown` gives None instead)."""
+
+    GROWN: Tuple[str, ...] = ()
+
+    def __getattr__(self, name: str):
+        if name in type(self).GROWN:
+            name = generation_name(name, self.__dict__.get("generation", 0))
+        return super().__getattr__(name)
+
+    def grown(self, name: str):
+        """The submodule or parameter ``name`` of the current generation, None before setup."""
+        return getattr(self, name, None)
+
+
+def merge_generations(own: Dict[str, int], saved: Optional[Dict[str, int]]) -> Dict[str, int]:
+    """A module's generations (``own``, updated in place) after those recorded in a build
+    config (``saved``, e.g. of a loaded pipeline): the later of the two per key."""
+    for key, generation in (saved or {}).items():
+        own[key] = max(own.get(key, 0), int(generation))
+    return own
 
 
 class DomainHeads(nn.Module):
@@ -31,15 +74,22 @@ class DomainHeads(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.heads = nn.ModuleDict()
+        self.generations: Dict[str, int] = {}  # per domain: how often its head was resized
 
-    def setup(self, n_in: int, domain_tags: Dict[str, Sequence[str]]) -> None:
-        """Create missing heads and grow heads whose domain gained tags.
+    def setup(
+        self, n_in: int, domain_tags: Dict[str, Sequence[str]], build_config: Optional[Dict[str, Any]] = None
+    ) -> None:
+        """Create missing heads, and replace a head whose domain's tags changed in number by a
+        new one (under a new name: :func:`generation_name`) that keeps the rows it had.
 
         n_in (int): width of the hidden states.
         domain_tags (Dict[str, Sequence[str]]): the tags of each domain (new tags appended).
+        build_config (Optional[Dict[str, Any]]): the component's build config: the heads'
+            generations are read from and recorded in its ``head_generations``.
         """
+        generations = merge_generations(self.generations, (build_config or {}).get(HEAD_GENERATIONS))
         for domain, tags in domain_tags.items():
-            key = module_key(domain)
+            key = generation_name(module_key(domain), generations.get(domain, 0))
             if key not in self.heads:
                 self.heads[key] = nn.Linear(n_in, len(tags))
                 continue
@@ -49,25 +99,33 @@ class DomainHeads(nn.Module):
                     f"The head of domain '{domain}' expects inputs of width {old.in_features}, "
                     f"not {n_in}: the input features changed width since training."
                 )
-            if old.out_features > len(tags):
-                # Fewer tags than before (initialize called again with other labels): start over.
-                self.heads[key] = nn.Linear(n_in, len(tags)).to(old.weight.device)
-            elif old.out_features < len(tags):
-                new = nn.Linear(n_in, len(tags)).to(old.weight.device)
+            if old.out_features == len(tags):
+                continue
+            new = nn.Linear(n_in, len(tags)).to(old.weight.device)
+            if old.out_features < len(tags):  # grown: the old tags keep their rows
                 with torch.no_grad():
                     new.weight[: old.out_features] = old.weight
                     new.bias[: old.out_features] = old.bias
-                self.heads[key] = new
+            # (fewer tags than before: initialize called again with other labels, start over)
+            del self.heads[key]
+            generations[domain] = generations.get(domain, 0) + 1
+            self.heads[generation_name(module_key(domain), generations[domain])] = new
+        if build_config is not None and generations:
+            build_config[HEAD_GENERATIONS] = dict(generations)
+
+    def head(self, domain: str) -> nn.Linear:
+        """The linear map of a domain."""
+        return self.heads[generation_name(module_key(domain), self.generations.get(domain, 0))]
 
     def n_tags(self, domain: str) -> int:
-        return self.heads[module_key(domain)].out_features
+        return self.head(domain).out_features
 
     def copy_rows(self, source: str, target: str, shared: Sequence[Tuple[int, int]]) -> None:
         """Give ``target``'s head the rows (weights, bias) of ``source``'s for shared tags.
 
         shared (Sequence[Tuple[int, int]]): (source tag id, target tag id) pairs.
         """
-        src, dst = self.heads[module_key(source)], self.heads[module_key(target)]
+        src, dst = self.head(source), self.head(target)
         if src.in_features != dst.in_features:
             raise ValueError(f"The heads of '{source}' and '{target}' differ in input width")
         with torch.no_grad():
@@ -88,7 +146,7 @@ class DomainHeads(nn.Module):
             idx = torch.tensor(
                 [i for i, d in enumerate(domains) if d == domain], device=hidden.device
             )
-            scores = self.heads[module_key(domain)](hidden.index_select(0, idx))
+            scores = self.head(domain)(hidden.index_select(0, idx))
             out = out.index_put((idx,), nn.functional.pad(scores, (0, k_max - scores.shape[-1])))
         return out
 
@@ -114,24 +172,24 @@ class ConstrainedCRF(CRF):
         self.register_buffer("is_inside", torch.from_numpy(is_inside), persistent=False)
         self.to(self.transitions.device)
 
-    def grow(self, tags: Sequence[str]) -> None:
-        """Extend to a longer tag list whose prefix is the current one."""
-        old = self.num_tags
-        new = len(tags)
-        if new > old:
-            device = self.transitions.device
-            trans = torch.zeros((new, new), device=device).uniform_(-0.1, 0.1)
-            start = torch.zeros((new,), device=device).uniform_(-0.1, 0.1)
-            end = torch.zeros((new,), device=device).uniform_(-0.1, 0.1)
-            with torch.no_grad():
-                trans[:old, :old] = self.transitions
-                start[:old] = self.start_transitions
-                end[:old] = self.end_transitions
-            self.transitions = nn.Parameter(trans)
-            self.start_transitions = nn.Parameter(start)
-            self.end_transitions = nn.Parameter(end)
-            self.num_tags = new
-        self.set_tags(tags)
+    def grown(self, tags: Sequence[str]) -> "ConstrainedCRF":
+        """A new CRF over a longer tag list whose prefix is the current one, with the scores
+        of the current tags' moves (the new moves start fresh)."""
+        n, device = self.num_tags, self.transitions.device
+        # the new moves' scores: pytorch-crf's initialisation, drawn in this order
+        trans = torch.zeros((len(tags), len(tags)), device=device).uniform_(-0.1, 0.1)
+        start = torch.zeros((len(tags),), device=device).uniform_(-0.1, 0.1)
+        end = torch.zeros((len(tags),), device=device).uniform_(-0.1, 0.1)
+        with torch.random.fork_rng(devices=[]):  # the constructor's own draws are overwritten
+            new = ConstrainedCRF(tags).to(device)
+        with torch.no_grad():
+            trans[:n, :n] = self.transitions
+            start[:n] = self.start_transitions
+            end[:n] = self.end_transitions
+            new.transitions.copy_(trans)
+            new.start_transitions.copy_(start)
+            new.end_transitions.copy_(end)
+        return new
 
     def apply_constraints(self) -> None:
         with torch.no_grad():
@@ -655,7 +713,7 @@ class DomainHead(nn.Module):
         super().__init__()
         self.domain_tags: Dict[str, List[str]] = {}
 
-    def setup(self, domain_tags: Dict[str, Sequence[str]]) -> None:
+    def setup(self, domain_tags: Dict[str, Sequence[str]], build_config: Optional[Dict[str, Any]] = None) -> None:
         self.domain_tags = {d: list(t) for d, t in domain_tags.items()}
 
     def n_tags(self, domains: List[str]) -> torch.Tensor:
@@ -742,19 +800,36 @@ class CRFHead(DomainHead):
     def __init__(self) -> None:
         super().__init__()
         self.crfs = nn.ModuleDict()
+        self.generations: Dict[str, int] = {}  # per domain: how often its CRF was resized
 
-    def setup(self, domain_tags: Dict[str, Sequence[str]]) -> None:
+    def setup(self, domain_tags: Dict[str, Sequence[str]], build_config: Optional[Dict[str, Any]] = None) -> None:
+        """Create missing CRFs, and replace the CRF of a domain whose tags changed in number by
+        a new one (under a new name: :func:`generation_name`) keeping the scores it had.
+
+        build_config (Optional[Dict[str, Any]]): the component's build config: the CRFs'
+            generations are read from and recorded in its ``crf_generations``.
+        """
         super().setup(domain_tags)
+        generations = merge_generations(self.generations, (build_config or {}).get(CRF_GENERATIONS))
         for domain, tags in domain_tags.items():
-            key = module_key(domain)
-            if key not in self.crfs or self.crfs[key].num_tags > len(tags):
-                # New domain, or fewer tags than before (re-initialized): a fresh CRF.
+            key = generation_name(module_key(domain), generations.get(domain, 0))
+            if key not in self.crfs:
                 self.crfs[key] = ConstrainedCRF(tags)
-            else:
-                self.crfs[key].grow(tags)
+                continue
+            old = self.crfs[key]
+            if old.num_tags == len(tags):
+                old.set_tags(tags)
+                continue
+            # more tags: the old ones keep their scores; fewer (re-initialized): start over
+            new = old.grown(tags) if old.num_tags < len(tags) else ConstrainedCRF(tags).to(old.transitions.device)
+            del self.crfs[key]
+            generations[domain] = generations.get(domain, 0) + 1
+            self.crfs[generation_name(module_key(domain), generations[domain])] = new
+        if build_config is not None and generations:
+            build_config[CRF_GENERATIONS] = dict(generations)
 
     def get(self, domain: str) -> ConstrainedCRF:
-        return self.crfs[module_key(domain)]
+        return self.crfs[generation_name(module_key(domain), self.generations.get(domain, 0))]
 
     def copy_rows(self, source: str, target: str, shared: Sequence[Tuple[int, int]]) -> None:
         """Give ``target``'s CRF the start, end and transition scores of ``source``'s among the

@@ -25,12 +25,13 @@ import torch
 from torch import nn
 
 from .pytorch_emitter import Emitter, Losses
-from .pytorch_heads import DomainHeads, module_key
+from .pytorch_heads import DomainHeads, Regrown, generation_name, module_key
 from .pytorch_lm import SampledSoftmaxLM
 
 
 TYPES_KEY = "multi_cell_types"
 TARGET_KEY = "multi_cell_target"
+CELLS_GENERATION = "multi_cell_generation"  # how often the cells were rebuilt larger
 LM_VOCAB_KEY = "lm_vocab"
 O_TYPE = "O"
 ATTENTION_SHARING = ("per_domain_code", "shared")
@@ -381,7 +382,7 @@ def _reverse_index(lengths: torch.Tensor, T: int) -> torch.Tensor:
     return torch.where(pos < lengths, lengths - 1 - pos, pos)
 
 
-class MultiCellEmitter(Emitter):
+class MultiCellEmitter(Regrown, Emitter):
     """Multi-cell LSTM emitter: encoder, entity-type and attention auxiliary losses, optional
     forward/backward language models on raw text, and a linear map per domain.
 
@@ -400,6 +401,8 @@ class MultiCellEmitter(Emitter):
     domain_weights (Dict[str, float]): weight of each domain's NER loss (scales the gradient
         the NER loss sends into the emitter; unlisted domains 1.0).
     """
+
+    GROWN = ("encoder", "aux_w", "aux_b")  # rebuilt larger for new types or domains
 
     def __init__(
         self,
@@ -437,9 +440,10 @@ class MultiCellEmitter(Emitter):
         self.identical_init = identical_init
         self.domain_weights = dict(domain_weights or {})
         self.dropout = nn.Dropout(dropout)
-        self.encoder: Optional[MultiCellEncoder] = None
-        self.aux_w: Optional[nn.Parameter] = None  # (L, 2d) entity-type heads w_k
-        self.aux_b: Optional[nn.Parameter] = None  # (L,)
+        # the cells (`encoder`) and the entity-type heads (`aux_w` (L, 2d), `aux_b` (L,)) are
+        # registered under generation_name(name, generation): rebuilt larger for new types or
+        # domains, they are new parameters to the optimizer
+        self.generation = 0
         self.heads = DomainHeads()
         self.lm: Optional[SampledSoftmaxLM] = None
         self.types: List[str] = []
@@ -476,15 +480,17 @@ class MultiCellEmitter(Emitter):
             keys = list(self.set_keys) + [module_key(d) for d in domain_tags if module_key(d) not in self.set_keys]
         self.set_keys = keys
         L = len(self.types)
-        if self.encoder is None:
-            self.encoder = MultiCellEncoder(n_in, self.width, L, len(keys), self.identical_init)
+        if self.grown("encoder") is None:
+            self.generation = max(self.generation, int(build_config.get(CELLS_GENERATION, 0)))
+            self.add_module(self._name("encoder"), MultiCellEncoder(n_in, self.width, L, len(keys), self.identical_init))
             bound = 1 / math.sqrt(2 * self.width)
             w = torch.empty(L, 2 * self.width).uniform_(-bound, bound)
             b = torch.empty(L).uniform_(-bound, bound)
             if self.identical_init:
                 w[:] = w[:1].clone()
                 b[:] = b[:1].clone()
-            self.aux_w, self.aux_b = nn.Parameter(w), nn.Parameter(b)
+            self.register_parameter(self._name("aux_w"), nn.Parameter(w))
+            self.register_parameter(self._name("aux_b"), nn.Parameter(b))
         else:
             if self.encoder.n_in != n_in:
                 raise ValueError(
@@ -492,15 +498,28 @@ class MultiCellEmitter(Emitter):
                     f"{n_in}: the tok2vec of [components.crossner.model] changed width."
                 )
             extra = L - self.aux_w.shape[0]
-            self.encoder.grow(L, len(keys))
-            if extra > 0:
-                with torch.no_grad():
-                    self.aux_w = nn.Parameter(torch.cat([self.aux_w, self.aux_w[:1].expand(extra, -1)]))
-                    self.aux_b = nn.Parameter(torch.cat([self.aux_b, self.aux_b[:1].expand(extra)]))
-        self.heads.setup(2 * self.width, domain_tags)
+            if extra > 0 or len(keys) > self.encoder.n_sets:
+                encoder, aux_w, aux_b = self.encoder, self.aux_w, self.aux_b
+                encoder.grow(L, len(keys))
+                if extra > 0:
+                    with torch.no_grad():
+                        aux_w = nn.Parameter(torch.cat([aux_w, aux_w[:1].expand(extra, -1)]))
+                        aux_b = nn.Parameter(torch.cat([aux_b, aux_b[:1].expand(extra)]))
+                for name in ("encoder", "aux_w", "aux_b"):
+                    delattr(self, self._name(name))
+                self.generation += 1
+                self.add_module(self._name("encoder"), encoder)
+                self.register_parameter(self._name("aux_w"), aux_w)
+                self.register_parameter(self._name("aux_b"), aux_b)
+        if self.generation:
+            build_config[CELLS_GENERATION] = self.generation
+        self.heads.setup(2 * self.width, domain_tags, build_config)
         vocab = build_config.get(LM_VOCAB_KEY)
         if self.lm_weight > 0 and vocab and self.lm is None:
             self.lm = SampledSoftmaxLM(len(vocab), self.width, self.lm_samples, self.lm_logq_correction)
+
+    def _name(self, name: str) -> str:
+        return generation_name(name, self.generation)
 
     def encoder_parameter_count(self) -> int:
         """Parameters of the cells, attention and aux heads (the spec's formula, without heads)."""
