@@ -7,15 +7,8 @@ import numpy
 import pytest
 import torch
 
-from spacy_crossner.decoding import (
-    allowed_moves,
-    bio_tags,
-    constrained_argmax,
-    iob2_spans,
-    viterbi_decode,
-    whitespace_masks,
-)
-from spacy_crossner.models.head import _crf_to_host, crf_span_log_prob
+from reference_decoders import constrained_argmax, crf_span_log_prob, crf_to_host, viterbi_decode, whitespace_masks
+from spacy_crossner.decoding import allowed_moves, bio_tags, iob2_spans
 from spacy_crossner.models import pytorch_heads
 from spacy_crossner.models.pytorch_heads import STACKED_GROUPS, CRFHead, Lattice, SoftmaxHead
 
@@ -71,7 +64,7 @@ def test_span_marginals_equal_brute_force(ws):
     log_z = numpy.logaddexp.reduce(numpy.array(list(scores.values())))
     E = torch.from_numpy(emissions)[None]
     _, extra = head.decode(E, torch.tensor([4]), ["a"], torch.tensor([ws], dtype=torch.bool))
-    host = _crf_to_host(extra)
+    host = crf_to_host(extra)
     assert math.isclose(host["log_z"][0], log_z, rel_tol=1e-9, abs_tol=1e-9)
     tags = DOMAINS["a"]
     for s in range(4):
@@ -244,7 +237,7 @@ def test_vectorised_span_log_probs_equal_the_per_span_reference(domains):
     emissions = torch.from_numpy(rng.randn(len(domains), T, K) * 2)
     ws = rng.rand(len(domains), T) < 0.3
     _, extra = head.decode(emissions, torch.tensor(lengths), domains, torch.from_numpy(ws))
-    host = _crf_to_host(extra)
+    host = crf_to_host(extra)
     rows, spans = [], []
     for row, (domain, n) in enumerate(zip(domains, lengths)):
         tags = DOMAINS[domain]

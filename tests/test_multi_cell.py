@@ -13,7 +13,8 @@ from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 from spacy_crossner import set_domain
-from spacy_crossner.decoding import bio_tags, viterbi_decode
+from reference_decoders import viterbi_decode
+from spacy_crossner.decoding import bio_tags
 from spacy_crossner.models.base import get_emitter
 from spacy_crossner.models.head import get_crf
 from spacy_crossner.models.pytorch_heads import module_key

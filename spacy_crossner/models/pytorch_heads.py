@@ -601,7 +601,7 @@ class Lattice:
 
         rows, starts, ends, begin_ids (the id of B-X), inside_ids (of I-X): (N,) long, on the
         lattice's device. RETURNS: (N,) log probabilities. The per-span reference is
-        :func:`~.head.crf_span_log_prob`. The forward-backward runs over the docs that have a
+        :func:`crf_span_log_prob` of tests/reference_decoders.py. The forward-backward runs over the docs that have a
         span only (:meth:`select`): a doc without entities needs no marginals.
         """
         if rows.shape[0] == 0:
