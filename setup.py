@@ -17,6 +17,11 @@ ENTRY_POINTS = {
         "spacy_crossner.LabelAwareTagger.v1 = spacy_crossner.models.label_aware:build_label_aware_tagger",
         "spacy_crossner.MultiCellLSTM.v1 = spacy_crossner.models.multi_cell:build_multi_cell_lstm",
         "spacy_crossner.PGNBiLSTM.v1 = spacy_crossner.models.pgn:build_pgn_bilstm",
+        "spacy_crossner.BiLSTMCRF.v2 = spacy_crossner.models.bilstm_crf:build_bilstm_tagger",
+        "spacy_crossner.TransformerTagger.v2 = spacy_crossner.models.transformer_tagger:build_transformer_tagger_v2",
+        "spacy_crossner.CRFHead.v1 = spacy_crossner.models.head:build_crf_head",
+        "spacy_crossner.SoftmaxHead.v1 = spacy_crossner.models.head:build_softmax_head",
+        "spacy_crossner.AutoregressiveHead.v1 = spacy_crossner.models.head:build_autoregressive_head",
     ],
     "spacy_readers": [
         "spacy_crossner.MultiDomainCorpus.v1 = spacy_crossner.readers:create_multi_domain_corpus",

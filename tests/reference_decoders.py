@@ -164,3 +164,29 @@ def crf_span_log_prob(
     else:
         score += host["end"][row, prev]
     return float(score - host["log_z"][row])
+
+
+def crf_reference(
+    emissions: numpy.ndarray, tags: Sequence[int], start: numpy.ndarray, trans: numpy.ndarray,
+    end: numpy.ndarray,
+) -> Tuple[float, numpy.ndarray]:
+    """A linear-chain CRF on one sequence, in float64 log space: the log-likelihood of
+    ``tags`` and the token marginals (T, K), by the forward-backward algorithm.
+
+    emissions (T, K); tags (T,); start, end (K,); trans (K, K) [previous, next].
+    """
+    E = numpy.asarray(emissions, dtype="float64")
+    T, K = E.shape
+    lse = numpy.logaddexp.reduce
+    alpha = numpy.zeros((T, K))
+    alpha[0] = start + E[0]
+    for t in range(1, T):
+        alpha[t] = lse(alpha[t - 1][:, None] + trans, axis=0) + E[t]
+    beta = numpy.zeros((T, K))
+    beta[T - 1] = end
+    for t in range(T - 2, -1, -1):
+        beta[t] = lse(trans + (E[t + 1] + beta[t + 1])[None, :], axis=1)
+    log_z = lse(alpha[T - 1] + end)
+    score = start[tags[0]] + end[tags[-1]] + sum(E[t, k] for t, k in enumerate(tags))
+    score += sum(trans[i, j] for i, j in zip(tags, tags[1:]))
+    return float(score - log_z), numpy.exp(alpha + beta - log_z)

@@ -20,12 +20,13 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import torch
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Floats3d
 from thinc.util import get_torch_default_device, is_xp_array
 
-from .head import build_head, gold_tensor
+from .head import gold_tensor
 from .pytorch_emitter import Emitter
+from .torch_layer import torch_device, torch_module, wrap_torch
 
 DomainTags = Dict[str, List[str]]
 
@@ -102,19 +103,19 @@ def build_crossner_model(
     features: Model[List[Doc], List[Floats2d]],
     emitter: Emitter,
     *,
-    use_crf: bool,
+    head: Model,
     extra_layers: Sequence[Model] = (),
     extra_inputs: Optional[Callable[..., Dict[str, Any]]] = None,
     forward: Optional[Callable] = None,
     init: Optional[Callable] = None,
-    head: Optional[str] = None,
 ) -> Model[TaggerInput, TaggerOutput]:
     """Compose features, a torch emitter and an output head into an architecture.
 
     name (str): the model's name.
     features (Model[List[Doc], List[Floats2d]]): token features.
     emitter (Emitter): the torch emitter (:class:`~.pytorch_emitter.Emitter`).
-    use_crf (bool): a CRF per domain (True) or a softmax per token (False) in the head.
+    head (Model): the output head (:mod:`.head`: ``spacy_crossner.CRFHead.v1``,
+        ``SoftmaxHead.v1`` or ``AutoregressiveHead.v1``), which owns the loss and decoding.
     extra_layers (Sequence[Model]): further layers to serialize with the model.
     extra_inputs (Optional[Callable]): a module-level function ``f(model, docs, own_domains,
         is_train) -> dict`` computed from the (non-empty) docs of a batch and passed to the
@@ -123,11 +124,9 @@ def build_crossner_model(
         in ``model.attrs``.
     forward, init (Optional[Callable]): the architecture's own forward / init (default
         :func:`crossner_forward` / :func:`crossner_init`).
-    head (Optional[str]): the head's decoder, "crf", "softmax" or "autoregressive" (default
-        from ``use_crf``).
     """
     emitter_layer = wrap_emitter(emitter)
-    head_layer = build_head(head or ("crf" if use_crf else "softmax"))
+    head_layer = head
     return Model(
         name,
         forward or crossner_forward,
@@ -219,24 +218,23 @@ def crossner_forward(model: Model, inputs: TaggerInput, is_train: bool):
 
 
 def wrap_emitter(module: Emitter) -> Model:
-    """Bridge an emitter with PyTorchWrapper_v2: the features are padded once on the way in
-    and unpadded once on the way back; the scores stay padded."""
-    layer = PyTorchWrapper_v2(
-        module, convert_inputs=_emitter_inputs, convert_outputs=_emitter_outputs
-    )
+    """Bridge an emitter with PyTorchWrapper_v2's layer (:func:`~.torch_layer.wrap_torch`):
+    the features are padded once on the way in and unpadded once on the way back; the scores
+    stay padded."""
+    layer = wrap_torch(module, _emitter_inputs, _emitter_outputs)
     layer.attrs["setup_torch"] = _setup_emitter
     return layer
 
 
 def _setup_emitter(layer: Model, domain_tags: DomainTags, build_config: Dict[str, Any]) -> None:
-    module = layer.shims[0]._model
+    module = torch_module(layer)
     module.setup(build_config["nI"], domain_tags, build_config)
     module.to(get_torch_default_device())
 
 
 def _emitter_inputs(model: Model, inputs, is_train: bool):
     X, domains, gold, extra = inputs
-    device = model.shims[0].device
+    device = torch_device(model)
     lengths = [x.shape[0] for x in X]
     Xt = xp2torch(model.ops.pad(X), requires_grad=is_train, device=device)
     lengths_t = torch.tensor(lengths, dtype=torch.long)
@@ -272,4 +270,4 @@ def _emitter_outputs(model: Model, inputs_outputs, is_train: bool):
 
 def get_emitter(model: Model) -> Emitter:
     """The torch emitter module of an architecture."""
-    return model.get_ref("emitter").shims[0]._model
+    return torch_module(model.get_ref("emitter"))

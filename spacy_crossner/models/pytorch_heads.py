@@ -14,7 +14,6 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
-from torchcrf import CRF
 
 from ..decoding import FORBIDDEN, allowed_moves, tag_kinds
 
@@ -44,20 +43,54 @@ def generation_name(base: str, generation: int) -> str:
 
 class Regrown:
     """Mixin of a torch module some of whose submodules or parameters (``GROWN``) are rebuilt
-    larger under new names (:func:`generation_name`, with the module's ``generation``): they
-    stay reachable under their first names (``self.proj``); absent ones raise AttributeError
-    (:meth:`grown` gives None instead)."""
+    larger under new names (:func:`generation_name`, one generation per name in
+    ``generations``): they stay reachable under their first names (``self.proj``); absent
+    ones raise AttributeError (:meth:`grown` gives None instead)."""
 
     GROWN: Tuple[str, ...] = ()
 
+    @property
+    def generations(self) -> Dict[str, int]:
+        """Per name of ``GROWN``, how often it was rebuilt (absent: never)."""
+        return self.__dict__.setdefault("_generations", {})
+
     def __getattr__(self, name: str):
         if name in type(self).GROWN:
-            name = generation_name(name, self.__dict__.get("generation", 0))
+            name = generation_name(name, self.__dict__.get("_generations", {}).get(name, 0))
         return super().__getattr__(name)
 
     def grown(self, name: str):
         """The submodule or parameter ``name`` of the current generation, None before setup."""
         return getattr(self, name, None)
+
+    def replace_grown(self, name: str, value) -> None:
+        """Register ``value`` (a module or parameter) as ``name``: under its first name if
+        there is none yet, else as the next generation in place of the current one."""
+        generations = self.generations
+        if self.grown(name) is not None:
+            delattr(self, generation_name(name, generations.get(name, 0)))
+            generations[name] = generations.get(name, 0) + 1
+        self._register_grown(name, value)
+
+    def restore_generations(self, saved: Optional[Dict[str, int]]) -> None:
+        """Move what is registered to the generations a saved model had (``saved``, name ->
+        generation, from the build config), so its weights load under their saved names."""
+        generations = self.generations
+        for name in type(self).GROWN:
+            target = int((saved or {}).get(name, 0))
+            value = self.grown(name)
+            if value is None or target <= generations.get(name, 0):
+                continue
+            delattr(self, generation_name(name, generations.get(name, 0)))
+            generations[name] = target
+            self._register_grown(name, value)
+
+    def _register_grown(self, name: str, value) -> None:
+        key = generation_name(name, self.__dict__.get("_generations", {}).get(name, 0))
+        if isinstance(value, nn.Parameter):
+            self.register_parameter(key, value)
+        else:
+            self.add_module(key, value)
 
 
 def merge_generations(own: Dict[str, int], saved: Optional[Dict[str, int]]) -> Dict[str, int]:
@@ -151,15 +184,31 @@ class DomainHeads(nn.Module):
         return out
 
 
-class ConstrainedCRF(CRF):
-    """pytorch-crf's CRF whose forbidden BIO moves stay at a fixed, prohibitive score.
+class ConstrainedCRF(nn.Module):
+    """A linear-chain CRF over one domain's tags whose forbidden BIO moves stay at a fixed,
+    prohibitive score (``FORBIDDEN``).
 
     The mask is applied before every use, so neither the likelihood nor decoding can give
     mass to an invalid sequence (e.g. ``O -> I-X``); learnt scores of allowed moves are kept.
+    Its parameters are pytorch-crf's (``start_transitions``, ``end_transitions``,
+    ``transitions`` [previous, next], same names and initialisation, so saved pipelines
+    load); the computation is the :class:`Lattice`'s, the one CRF implementation of the
+    package: the likelihood here, Viterbi and the marginals at decoding (:class:`CRFHead`).
     """
 
     def __init__(self, tags: Sequence[str]) -> None:
-        super().__init__(len(tags), batch_first=True)
+        super().__init__()
+        n = len(tags)
+        if n < 1:
+            raise ValueError("A CRF needs at least one tag")
+        self.num_tags = n
+        self.start_transitions = nn.Parameter(torch.empty(n))
+        self.end_transitions = nn.Parameter(torch.empty(n))
+        self.transitions = nn.Parameter(torch.empty(n, n))
+        # pytorch-crf's initialisation, drawn in its order
+        nn.init.uniform_(self.start_transitions, -0.1, 0.1)
+        nn.init.uniform_(self.end_transitions, -0.1, 0.1)
+        nn.init.uniform_(self.transitions, -0.1, 0.1)
         self.set_tags(tags)
 
     def set_tags(self, tags: Sequence[str]) -> None:
@@ -197,26 +246,54 @@ class ConstrainedCRF(CRF):
             self.transitions.masked_fill_(~self.allowed_transitions, FORBIDDEN)
             self.end_transitions.masked_fill_(~self.allowed_end, FORBIDDEN)
 
-    def forward(self, emissions, tags, mask=None, reduction="sum"):
-        self.apply_constraints()
-        return super().forward(emissions, tags, mask=mask, reduction=reduction)
+    def forward(
+        self, emissions: torch.Tensor, tags: torch.Tensor, mask: Optional[torch.Tensor] = None,
+        reduction: str = "sum",
+    ) -> torch.Tensor:
+        """Log-likelihood of the tags (pytorch-crf's ``forward``, batch first).
 
-    def _compute_score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The gold path's score, all steps at once (pytorch-crf loops over the steps and
-        indexes each with a new CPU ``arange``: a host-to-device copy per step on a GPU).
-
-        emissions (T, B, K), tags (T, B), mask (T, B) with mask[0] all set: time-major, as
-        pytorch-crf's ``forward`` passes them. RETURNS: (B,).
+        emissions (B, T, K); tags (B, T) long; mask (B, T) bool, each row a prefix of at least
+        one token (default: all). reduction: "sum" (a scalar) or "none" (B,).
         """
-        weights = mask.to(emissions.dtype)
-        emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # (T, B)
-        score = self.start_transitions[tags[0]] + emitted[0]
-        if tags.shape[0] > 1:
-            moves = self.transitions[tags[:-1], tags[1:]]  # (T - 1, B)
-            score = score + ((moves + emitted[1:]) * weights[1:]).sum(0)
-        last = mask.long().sum(0) - 1  # (B,)
-        last_tags = tags.gather(0, last.unsqueeze(0)).squeeze(0)
-        return score + self.end_transitions[last_tags]
+        if reduction not in ("sum", "none"):
+            raise ValueError(f"reduction must be 'sum' or 'none', not {reduction!r}")
+        lattice = self.lattice(emissions, mask)
+        llh = lattice.path_scores(tags) - lattice.log_partition()
+        return llh.sum() if reduction == "sum" else llh
+
+    def log_partition(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(B,) log Z of each sequence (emissions (B, T, K), mask (B, T) as in ``forward``)."""
+        return self.lattice(emissions, mask).log_partition()
+
+    @torch.no_grad()
+    def decode(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None) -> List[List[int]]:
+        """The best tag sequence of each row (Viterbi; forbidden moves never taken)."""
+        lattice = self.lattice(emissions, mask, decoding=True)
+        tags = lattice.viterbi().tolist()
+        return [row[:n] for row, n in zip(tags, lattice.lengths.tolist())]
+
+    def lattice(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None, decoding: bool = False) -> "Lattice":
+        """The :class:`Lattice` of a batch under this CRF: its moves at their constrained
+        scores (``FORBIDDEN``; -inf when ``decoding``), one group, no whitespace rule."""
+        self.apply_constraints()
+        B, T, K = emissions.shape
+        device, dtype = emissions.device, emissions.dtype
+        if mask is None:
+            lengths = torch.full((B,), T, dtype=torch.long, device=device)
+        else:
+            lengths = mask.long().sum(dim=1).to(device)
+        start, trans, end = (p.to(dtype) for p in (self.start_transitions, self.transitions, self.end_transitions))
+        whitespace = is_inside = None
+        if decoding:
+            start = start.masked_fill(~self.allowed_start, NEG_INF)
+            trans = trans.masked_fill(~self.allowed_transitions, NEG_INF)
+            end = end.masked_fill(~self.allowed_end, NEG_INF)
+            whitespace = torch.zeros((B, T), dtype=torch.bool, device=device)
+            is_inside = self.is_inside[None].expand(B, K)
+        return Lattice(
+            emissions, lengths, start[None].expand(B, K), trans[None], end[None].expand(B, K),
+            whitespace=whitespace, is_inside=is_inside, group=torch.zeros(B, dtype=torch.long, device=device),
+        )
 
 
 STACKED_GROUPS = 4  # up to this many transition tables in a batch: one stacked GEMM per step
@@ -304,8 +381,10 @@ class Lattice:
         self.whitespace = whitespace
         self.bio = bio
         T = emissions.shape[1]
-        flags = whitespace[:, : max(T - 1, 0)].any(dim=0)  # (T-1,): token t-1 is whitespace
-        self.ws_steps = set((flags.nonzero()[:, 0] + 1).tolist())
+        self.ws_steps = set()
+        if whitespace is not None:
+            flags = whitespace[:, : max(T - 1, 0)].any(dim=0)  # (T-1,): token t-1 is whitespace
+            self.ws_steps = set((flags.nonzero()[:, 0] + 1).tolist())
         self._packed: Optional[_Packed] = None
         self._scaled: Optional[_Scaled] = None
 
@@ -648,6 +727,38 @@ class Lattice:
         score += torch.where(ends < length, torch.logsumexp(nxt, dim=1), p.end[d, prev])
         return score - fb.log_z.index_select(0, d)
 
+    def log_partition(self) -> torch.Tensor:
+        """(B,) log Z, differentiable: the forward algorithm in log space (the likelihood's
+        normaliser; pytorch-crf's, step for step). Forbidden moves may be finite scores here
+        (the CRF's ``FORBIDDEN``) or -inf."""
+        E = self.emissions
+        B, T, K = E.shape
+        live = torch.arange(T, device=E.device)[None, :] < self.lengths.to(E.device)[:, None]
+        trans = self.trans
+        score = self.start + E[:, 0]
+        for t in range(1, T):
+            moves = self.move(t) if t in self.ws_steps else trans
+            step = torch.logsumexp(score[:, :, None] + moves + E[:, t, None, :], dim=1)
+            score = torch.where(live[:, t, None], step, score)
+        return torch.logsumexp(score + self.end, dim=1)
+
+    def path_scores(self, tags: torch.Tensor) -> torch.Tensor:
+        """(B,) score of each doc's tag sequence (tags (B, T) long; entries past a doc's
+        length are ignored, any valid id), differentiable, all steps at once. The moves must
+        be finite on the paths scored (the CRF's ``FORBIDDEN``, not -inf)."""
+        E = self.emissions
+        B, T, K = E.shape
+        lengths = self.lengths.to(E.device)
+        tags = tags.clamp(min=0)
+        weights = (torch.arange(T, device=E.device)[None, :] < lengths[:, None]).to(E.dtype)
+        emitted = E.gather(2, tags[:, :, None])[:, :, 0]  # (B, T)
+        score = self.start.gather(1, tags[:, :1])[:, 0] + emitted[:, 0]
+        if T > 1:
+            moves = self.group_trans[self.group[:, None], tags[:, :-1], tags[:, 1:]]  # (B, T - 1)
+            score = score + ((moves + emitted[:, 1:]) * weights[:, 1:]).sum(1)
+        last = tags.gather(1, (lengths - 1)[:, None])  # (B, 1)
+        return score + self.end.gather(1, last)[:, 0]
+
     def forward_backward_log(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The log-space reference of :meth:`forward_backward` (a log-sum-exp per step)."""
         E, lengths = self.emissions, self.lengths
@@ -778,6 +889,28 @@ class DomainHead(nn.Module):
             out[k].index_select(0, index) for k in ("begin", "inside", "valid", "start", "end", "trans")
         )
 
+    def forward(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str],
+        gold: Optional[torch.Tensor] = None, whitespace: Optional[torch.Tensor] = None,
+    ):
+        """With gold tags, the loss (:meth:`loss`); without, the decoding (:meth:`decode`;
+        ``whitespace`` (B, T) bool, no whitespace tokens when None).
+
+        emissions (B, T, K); lengths (B,); gold (B, T) tag ids, a row of -1 for a doc without
+        annotation (no loss).
+        """
+        if gold is not None:
+            return self.loss(emissions, lengths, domains, gold)
+        if whitespace is None:
+            whitespace = torch.zeros(emissions.shape[:2], dtype=torch.bool, device=emissions.device)
+        return self.decode(emissions, lengths, domains, whitespace)
+
+    def loss(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
+    ) -> torch.Tensor:
+        """The NER loss of a batch (a scalar tensor)."""
+        raise NotImplementedError
+
     def lattice(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str],
         whitespace: torch.Tensor,
@@ -842,7 +975,7 @@ class CRFHead(DomainHead):
                 for k, l in shared:
                     dst.transitions[j, l] = src.transitions[i, k]
 
-    def forward(
+    def loss(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
     ) -> torch.Tensor:
         """Summed negative log-likelihood of the gold tags, divided by the labelled docs.
@@ -908,9 +1041,10 @@ class SoftmaxHead(DomainHead):
     the log-probabilities (no learnt transitions); an entity's probability is the product of
     its tokens' probabilities."""
 
-    def forward(
+    def loss(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
     ) -> torch.Tensor:
+        """Summed token cross-entropy of the gold tags, divided by the labelled docs."""
         B, T, K = emissions.shape
         labelled = (gold >= 0).any(dim=1)
         n_docs = max(int(labelled.sum()), 1)

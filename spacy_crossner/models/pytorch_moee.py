@@ -21,7 +21,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .pytorch_emitter import Emitter, Losses
 from ..decoding import OUTSIDE
 from .pytorch_emitters import shared_bilstm
-from .pytorch_heads import ConstrainedCRF, DomainHeads, Regrown, generation_name
+from .pytorch_heads import ConstrainedCRF, DomainHeads, Regrown
 
 EXPERT_GENERATION = "moee_expert_generation"  # key of the component's build_config
 
@@ -85,7 +85,6 @@ class EntityExperts(Regrown, nn.Module):
         super().__init__()
         self.expert_width = expert_width
         self.types: List[str] = []
-        self.generation = 0  # how often the experts were rebuilt for new types
 
     @property
     def n_experts(self) -> int:
@@ -100,7 +99,7 @@ class EntityExperts(Regrown, nn.Module):
             generation is read from and recorded in its ``moee_expert_generation``.
         """
         if self.grown("proj") is None and build_config:
-            self.generation = max(self.generation, int(build_config.get(EXPERT_GENERATION, 0)))
+            self.generations["proj"] = int(build_config.get(EXPERT_GENERATION, 0))
         types = sorted(set(types))
         if self.grown("proj") is not None and self.proj.in_features != n_in:
             raise ValueError(
@@ -127,13 +126,10 @@ class EntityExperts(Regrown, nn.Module):
                     new.bias[rows_new] = old.bias[rows_old]
                     new.weight[n_new * d_e + a_new] = old.weight[n_old * d_e + a_old]
                     new.bias[n_new * d_e + a_new] = old.bias[n_old * d_e + a_old]
-        if self.grown("proj") is not None:
-            delattr(self, generation_name("proj", self.generation))
-            self.generation += 1
-        self.add_module(generation_name("proj", self.generation), new)
+        self.replace_grown("proj", new)
         self.types = types
-        if build_config is not None and self.generation:
-            build_config[EXPERT_GENERATION] = self.generation
+        if build_config is not None and self.generations.get("proj"):
+            build_config[EXPERT_GENERATION] = self.generations["proj"]
 
     def expert_outputs(self, hidden: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Every expert's output and the gate logits, from one matrix product.

@@ -25,13 +25,13 @@ import torch
 from torch import nn
 
 from .pytorch_emitter import Emitter, Losses
-from .pytorch_heads import DomainHeads, Regrown, generation_name, module_key
+from .pytorch_heads import DomainHeads, Regrown, module_key
 from .pytorch_lm import SampledSoftmaxLM
 
 
 TYPES_KEY = "multi_cell_types"
 TARGET_KEY = "multi_cell_target"
-CELLS_GENERATION = "multi_cell_generation"  # how often the cells were rebuilt larger
+CELLS_GENERATION = "multi_cell_generations"  # per grown tensor, how often it was rebuilt larger
 LM_VOCAB_KEY = "lm_vocab"
 O_TYPE = "O"
 ATTENTION_SHARING = ("per_domain_code", "shared")
@@ -219,7 +219,7 @@ class _Recurrence(torch.autograd.Function):
         return dG, d_w_rec, d_P, d_Q, d_v, None, None
 
 
-class MultiCellEncoder(nn.Module):
+class MultiCellEncoder(Regrown, nn.Module):
     """The bidirectional multi-cell LSTM over an inventory of ET cells and attention sets.
 
     n_in (int): D, the width of the input features.
@@ -233,6 +233,9 @@ class MultiCellEncoder(nn.Module):
     carry the bias, recurrent ones none; v ~ U(±1/sqrt(2d)). The first axis of every parameter
     is the direction (0 = left-to-right, 1 = right-to-left).
     """
+
+    # grown for new types (ET cells) or domains (attention sets): new names, new parameters
+    GROWN = ("et_in_w", "et_rec_w", "et_in_b", "att_p", "att_q", "att_v")
 
     def __init__(self, n_in: int, width: int, n_cells: int, n_sets: int, identical_init: bool = True):
         super().__init__()
@@ -280,15 +283,15 @@ class MultiCellEncoder(nn.Module):
                 else:
                     fresh = MultiCellEncoder(self.n_in, self.width, extra, 1, False).to(self.et_in_w.device)
                     new_in, new_rec, new_b = fresh.et_in_w, fresh.et_rec_w, fresh.et_in_b
-                self.et_in_w = nn.Parameter(torch.cat([self.et_in_w, new_in], 2))
-                self.et_rec_w = nn.Parameter(torch.cat([self.et_rec_w, new_rec], 2))
-                self.et_in_b = nn.Parameter(torch.cat([self.et_in_b, new_b], 1))
+                self.replace_grown("et_in_w", nn.Parameter(torch.cat([self.et_in_w, new_in], 2)))
+                self.replace_grown("et_rec_w", nn.Parameter(torch.cat([self.et_rec_w, new_rec], 2)))
+                self.replace_grown("et_in_b", nn.Parameter(torch.cat([self.et_in_b, new_b], 1)))
             extra = n_sets - self.n_sets
             if extra > 0:
                 fresh = MultiCellEncoder(self.n_in, self.width, 1, extra, False).to(self.att_p.device)
-                self.att_p = nn.Parameter(torch.cat([self.att_p, fresh.att_p], 0))
-                self.att_q = nn.Parameter(torch.cat([self.att_q, fresh.att_q], 0))
-                self.att_v = nn.Parameter(torch.cat([self.att_v, fresh.att_v], 0))
+                self.replace_grown("att_p", nn.Parameter(torch.cat([self.att_p, fresh.att_p], 0)))
+                self.replace_grown("att_q", nn.Parameter(torch.cat([self.att_q, fresh.att_q], 0)))
+                self.replace_grown("att_v", nn.Parameter(torch.cat([self.att_v, fresh.att_v], 0)))
 
     def forward(
         self,
@@ -402,7 +405,7 @@ class MultiCellEmitter(Regrown, Emitter):
         the NER loss sends into the emitter; unlisted domains 1.0).
     """
 
-    GROWN = ("encoder", "aux_w", "aux_b")  # rebuilt larger for new types or domains
+    GROWN = ("aux_w", "aux_b")  # rebuilt larger for new types (and the encoder's cells)
 
     def __init__(
         self,
@@ -440,10 +443,10 @@ class MultiCellEmitter(Regrown, Emitter):
         self.identical_init = identical_init
         self.domain_weights = dict(domain_weights or {})
         self.dropout = nn.Dropout(dropout)
-        # the cells (`encoder`) and the entity-type heads (`aux_w` (L, 2d), `aux_b` (L,)) are
-        # registered under generation_name(name, generation): rebuilt larger for new types or
-        # domains, they are new parameters to the optimizer
-        self.generation = 0
+        self.encoder: Optional[MultiCellEncoder] = None
+        # the entity-type heads `aux_w` (L, 2d) and `aux_b` (L,), and the encoder's cells and
+        # attention sets, are registered under generation_name(name, generation): rebuilt
+        # larger for new types or domains, they are new parameters to the optimizer
         self.heads = DomainHeads()
         self.lm: Optional[SampledSoftmaxLM] = None
         self.types: List[str] = []
@@ -480,17 +483,19 @@ class MultiCellEmitter(Regrown, Emitter):
             keys = list(self.set_keys) + [module_key(d) for d in domain_tags if module_key(d) not in self.set_keys]
         self.set_keys = keys
         L = len(self.types)
-        if self.grown("encoder") is None:
-            self.generation = max(self.generation, int(build_config.get(CELLS_GENERATION, 0)))
-            self.add_module(self._name("encoder"), MultiCellEncoder(n_in, self.width, L, len(keys), self.identical_init))
+        saved = build_config.get(CELLS_GENERATION) or {}
+        if self.encoder is None:
+            self.encoder = MultiCellEncoder(n_in, self.width, L, len(keys), self.identical_init)
+            self.encoder.restore_generations(saved)
             bound = 1 / math.sqrt(2 * self.width)
             w = torch.empty(L, 2 * self.width).uniform_(-bound, bound)
             b = torch.empty(L).uniform_(-bound, bound)
             if self.identical_init:
                 w[:] = w[:1].clone()
                 b[:] = b[:1].clone()
-            self.register_parameter(self._name("aux_w"), nn.Parameter(w))
-            self.register_parameter(self._name("aux_b"), nn.Parameter(b))
+            self.replace_grown("aux_w", nn.Parameter(w))
+            self.replace_grown("aux_b", nn.Parameter(b))
+            self.restore_generations(saved)
         else:
             if self.encoder.n_in != n_in:
                 raise ValueError(
@@ -498,28 +503,18 @@ class MultiCellEmitter(Regrown, Emitter):
                     f"{n_in}: the tok2vec of [components.crossner.model] changed width."
                 )
             extra = L - self.aux_w.shape[0]
-            if extra > 0 or len(keys) > self.encoder.n_sets:
-                encoder, aux_w, aux_b = self.encoder, self.aux_w, self.aux_b
-                encoder.grow(L, len(keys))
-                if extra > 0:
-                    with torch.no_grad():
-                        aux_w = nn.Parameter(torch.cat([aux_w, aux_w[:1].expand(extra, -1)]))
-                        aux_b = nn.Parameter(torch.cat([aux_b, aux_b[:1].expand(extra)]))
-                for name in ("encoder", "aux_w", "aux_b"):
-                    delattr(self, self._name(name))
-                self.generation += 1
-                self.add_module(self._name("encoder"), encoder)
-                self.register_parameter(self._name("aux_w"), aux_w)
-                self.register_parameter(self._name("aux_b"), aux_b)
-        if self.generation:
-            build_config[CELLS_GENERATION] = self.generation
+            self.encoder.grow(L, len(keys))
+            if extra > 0:
+                with torch.no_grad():
+                    self.replace_grown("aux_w", nn.Parameter(torch.cat([self.aux_w, self.aux_w[:1].expand(extra, -1)])))
+                    self.replace_grown("aux_b", nn.Parameter(torch.cat([self.aux_b, self.aux_b[:1].expand(extra)])))
+        generations = {k: g for k, g in {**self.encoder.generations, **self.generations}.items() if g}
+        if generations:
+            build_config[CELLS_GENERATION] = generations
         self.heads.setup(2 * self.width, domain_tags, build_config)
         vocab = build_config.get(LM_VOCAB_KEY)
         if self.lm_weight > 0 and vocab and self.lm is None:
             self.lm = SampledSoftmaxLM(len(vocab), self.width, self.lm_samples, self.lm_logq_correction)
-
-    def _name(self, name: str) -> str:
-        return generation_name(name, self.generation)
 
     def encoder_parameter_count(self) -> int:
         """Parameters of the cells, attention and aux heads (the spec's formula, without heads)."""
