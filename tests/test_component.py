@@ -47,6 +47,9 @@ def test_load_time_domain_aliases_and_target_domain_win(saved):
     news = spacy.load(saved, config={"components": {"crossner": {"target_domain": "news"}}})
     assert news.get_pipe("crossner").target_domain == "news"
     assert news.get_pipe("crossner").default_domain() == "news"
+    # the config's settings are kept once, in cfg (saved with it), not beside it on the pipe
+    assert news.get_pipe("crossner").cfg["config_settings"]["target_domain"] == "news"
+    assert not any("settings" in name for name in vars(news.get_pipe("crossner")))
     # Without overrides the saved settings stay.
     plain = spacy.load(saved)
     assert plain.get_pipe("crossner").target_domain == "ai"
