@@ -18,6 +18,11 @@ ENTRY_POINTS = {
         "spacy_crossner.MultiCellLSTM.v1 = spacy_crossner.models.multi_cell:build_multi_cell_lstm",
         "spacy_crossner.PGNBiLSTM.v1 = spacy_crossner.models.pgn:build_pgn_bilstm",
         "spacy_crossner.Int8TransformerModel.v1 = spacy_crossner.models.int8_transformer:build_int8_transformer_model",
+        "spacy_crossner.BiLSTMCRF.v2 = spacy_crossner.models.bilstm_crf:build_bilstm_tagger",
+        "spacy_crossner.TransformerTagger.v2 = spacy_crossner.models.transformer_tagger:build_transformer_tagger_v2",
+        "spacy_crossner.CRFHead.v1 = spacy_crossner.models.head:build_crf_head",
+        "spacy_crossner.SoftmaxHead.v1 = spacy_crossner.models.head:build_softmax_head",
+        "spacy_crossner.AutoregressiveHead.v1 = spacy_crossner.models.head:build_autoregressive_head",
     ],
     "spacy_readers": [
         "spacy_crossner.MultiDomainCorpus.v1 = spacy_crossner.readers:create_multi_domain_corpus",
@@ -38,7 +43,7 @@ ENTRY_POINTS = {
         "spacy_crossner.mention_replace.v1 = spacy_crossner.augment:create_mention_replace_augmenter",
     ],
     "spacy_callbacks": [
-        "spacy_crossner.configure_crossner.v1 = spacy_crossner.pipeline:make_configure_callback",
+        "spacy_crossner.configure_crossner.v1 = spacy_crossner.callbacks:make_configure_callback",
         "spacy_crossner.torch_threads.v1 = spacy_crossner.torch_threads:make_torch_threads",
         "spacy_crossner.check_listener_widths.v1 = spacy_crossner.listeners:make_check_listener_widths",
     ],

@@ -1,7 +1,8 @@
-"""Decoding: BIO tag sets, their transition constraints, and constrained Viterbi.
+"""Decoding: BIO tag sets, their transition constraints, spans, autoregressive beam search.
 
-Everything here is a pure function of numpy arrays, so it is tested on its own; it is the
-reference for the batched torch decoders of the heads (``models/pytorch_heads.py``). Invalid
+Everything here is a pure function of numpy arrays, tested on its own; the numpy reference
+decoders the batched torch heads (``models/pytorch_heads.py``) are tested against live in
+``tests/reference_decoders.py``. Invalid
 sequences are made impossible by constraints, never patched after decoding: an ``I-X`` only
 follows ``B-X`` or ``I-X``, and, as in spaCy's ``ner``, an entity neither starts nor ends on a
 whitespace token (``token.is_space``).
@@ -54,100 +55,6 @@ def tag_kinds(tags: Sequence[str]) -> Tuple[numpy.ndarray, numpy.ndarray]:
     is_begin = numpy.array([t.startswith("B-") for t in tags], dtype=bool)
     is_inside = numpy.array([t.startswith("I-") for t in tags], dtype=bool)
     return is_begin, is_inside
-
-
-def whitespace_masks(
-    tags: Sequence[str], whitespace: Sequence[bool]
-) -> Tuple[numpy.ndarray, numpy.ndarray]:
-    """The position-dependent constraints that keep entities off whitespace tokens.
-
-    A whitespace token may not begin an entity, and may only be inside one if the entity goes
-    on after it (so the last token, if whitespace, is ``O``).
-    tags (Sequence[str]): the K IOB2 tags.
-    whitespace (Sequence[bool]): T flags, True for a whitespace token.
-    RETURNS (Tuple[ndarray, ndarray]): ``allowed`` (T, K) bool, the tags each position may
-        take; ``closed`` (T, K, K) bool, True where the move from tag i at t-1 to tag j at t is
-        forbidden because token t-1 is whitespace inside an entity that would end there (row
-        0 is all False).
-    """
-    ws = numpy.asarray(whitespace, dtype=bool)
-    is_begin, is_inside = tag_kinds(tags)
-    allowed = ~(ws[:, None] & is_begin[None, :])
-    if len(ws):
-        allowed[-1] &= ~(ws[-1] & is_inside)
-    closed = numpy.zeros((len(ws), len(tags), len(tags)), dtype=bool)
-    closed[1:] = ws[:-1, None, None] & is_inside[None, :, None] & ~is_inside[None, None, :]
-    return allowed, closed
-
-
-def viterbi_decode(
-    emissions: numpy.ndarray,
-    transitions: numpy.ndarray,
-    start_scores: numpy.ndarray,
-    end_scores: numpy.ndarray,
-    allowed_start: numpy.ndarray,
-    allowed_transitions: numpy.ndarray,
-    allowed_end: numpy.ndarray,
-    *,
-    tags: Optional[Sequence[str]] = None,
-    whitespace: Optional[Sequence[bool]] = None,
-) -> List[int]:
-    """The highest-scoring tag sequence that respects the allowed moves.
-
-    emissions (ndarray): (T, K) scores of each tag at each token.
-    transitions (ndarray): (K, K) scores of moving from tag i to tag j.
-    start_scores, end_scores (ndarray): (K,) scores of starting / ending with each tag.
-    allowed_start, allowed_transitions, allowed_end (ndarray): boolean masks of the same shapes.
-    tags (Optional[Sequence[str]]): the K tags; needed with ``whitespace``.
-    whitespace (Optional[Sequence[bool]]): T flags; entities may not start or end on a True
-        token (:func:`whitespace_masks`).
-    RETURNS (List[int]): T tag indices ([] for an empty sequence).
-    """
-    emissions = numpy.asarray(emissions, dtype="float64")
-    n_tokens, n_tags = emissions.shape
-    if n_tokens == 0:
-        return []
-    closed = numpy.zeros((n_tokens, n_tags, n_tags), dtype=bool)
-    if whitespace is not None:
-        if tags is None:
-            raise ValueError("viterbi_decode: whitespace constraints need the tags")
-        allowed, closed = whitespace_masks(tags, whitespace)
-        emissions = numpy.where(allowed, emissions, -numpy.inf)
-    trans = numpy.where(allowed_transitions, transitions, -numpy.inf)
-    score = numpy.where(allowed_start, start_scores, -numpy.inf) + emissions[0]
-    history = numpy.zeros((n_tokens, n_tags), dtype="int64")
-    for t in range(1, n_tokens):
-        # candidates[i, j]: best path ending in i at t-1, then moving to j.
-        candidates = numpy.where(closed[t], -numpy.inf, score[:, None] + trans)
-        history[t] = candidates.argmax(axis=0)
-        score = candidates.max(axis=0) + emissions[t]
-    score = score + numpy.where(allowed_end, end_scores, -numpy.inf)
-    best = [int(score.argmax())]
-    for t in range(n_tokens - 1, 0, -1):
-        best.append(int(history[t, best[-1]]))
-    best.reverse()
-    return best
-
-
-def constrained_argmax(
-    emissions: numpy.ndarray, tags: Sequence[str], whitespace: Optional[Sequence[bool]] = None
-) -> List[int]:
-    """Best valid BIO sequence under per-token scores alone (no learnt transitions).
-
-    The reference of heads without a CRF: it equals the plain argmax whenever that is valid.
-    emissions (ndarray): (T, K) per-token scores, e.g. log-probabilities.
-    tags (Sequence[str]): the K IOB2 tags.
-    whitespace (Optional[Sequence[bool]]): T flags of whitespace tokens (no entity starts or
-        ends on one).
-    RETURNS (List[int]): T tag indices.
-    """
-    n_tags = len(tags)
-    start, trans, end = allowed_moves(tags)
-    zeros = numpy.zeros((n_tags,))
-    return viterbi_decode(
-        emissions, numpy.zeros((n_tags, n_tags)), zeros, zeros, start, trans, end,
-        tags=tags, whitespace=whitespace,
-    )
 
 
 def iob2_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
@@ -272,9 +179,9 @@ def autoregressive_beam_search(
     allowed_transitions (ndarray): (N, K, K) bool, indexed [doc, previous, next].
     beam_width (int): W.
     allowed_tags (Optional[ndarray]): (N, T, K) bool, the tags each position may take (the
-        whitespace constraints of :func:`whitespace_masks`); None = all.
+        whitespace constraints of ``whitespace_masks`` in tests/reference_decoders.py); None = all.
     closed (Optional[ndarray]): (N, T, K, K) bool, moves into position t forbidden on top of
-        ``allowed_transitions`` (:func:`whitespace_masks`); None = none.
+        ``allowed_transitions`` (``whitespace_masks`` there); None = none.
     RETURNS (Tuple[List[List[int]], List[List[int]]]): per doc, the best tag sequence, and per
         position the beam slot whose ``step`` scores produced its tag (to read the scores of
         the chosen path back).
@@ -325,16 +232,3 @@ def autoregressive_beam_search(
     return best_tags, best_rows
 
 
-def autoregressive_greedy(
-    step: Callable[[int, numpy.ndarray, numpy.ndarray], numpy.ndarray],
-    lengths: Sequence[int],
-    allowed_start: numpy.ndarray,
-    allowed_transitions: numpy.ndarray,
-    allowed_tags: Optional[numpy.ndarray] = None,
-    closed: Optional[numpy.ndarray] = None,
-) -> Tuple[List[List[int]], List[List[int]]]:
-    """Greedy autoregressive decoding: :func:`autoregressive_beam_search` with width 1 (the
-    best allowed tag at each position, fed back to the model)."""
-    return autoregressive_beam_search(
-        step, lengths, allowed_start, allowed_transitions, 1, allowed_tags, closed
-    )

@@ -4,8 +4,10 @@ It owns the label sets per domain (``cfg["labels"]``), the domain used for docs 
 (``target_domain``), the domain of every doc of a batch (resolved once, here, and passed to the
 model), where entities and their probabilities are written, and serialization. The
 architecture (``[components.crossner.model]``) owns the loss and decoding (its head,
-:mod:`spacy_crossner.models.head`).
+:mod:`spacy_crossner.models.head`). Training-time helpers (the ``configure_crossner``
+callback, inferring the target domain from a corpus) live in :mod:`spacy_crossner.callbacks`.
 """
+import copy
 from itertools import islice
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -22,17 +24,14 @@ from spacy.util import registry
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 
+from .callbacks import infer_target_domain
+from .callbacks import make_configure_callback  # noqa: F401  (its old home: installs made before it moved)
 from .decoding import bio_tags
 from .domains import doc_domain, example_domain, labelled_domain
 from .heap import TRIM_EVERY, release_freed_memory
 from . import training_checks
 from .training_summary import print_training_summary
-from .models.base import (
-    TaggerInput,
-    TaggerOutput,
-    forget_resized_optimizer_state,
-    setup_torch_layers,
-)
+from .models.base import TaggerInput, TaggerOutput
 from .models.head import Decoded, copy_domain_rows
 from .models.head import decode as head_decode
 from .models.head import get_loss as head_loss
@@ -120,141 +119,6 @@ def score_entities(examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
     return get_ner_prf(examples, **kwargs)
 
 
-@registry.callbacks("spacy_crossner.configure_crossner.v1")
-def make_configure_callback(
-    component: str = "crossner",
-    target_domain: Optional[str] = None,
-    labels: Optional[Dict[str, List[str]]] = None,
-    labels_from: Optional[str] = None,
-    labels_domain: Optional[str] = None,
-    init_from: Optional[str] = None,
-) -> Callable[[Language], Language]:
-    """An ``[initialize.after_init]`` callback for a sourced crossner component.
-
-    Sourced components keep the settings they were trained with and are not re-initialized;
-    this sets the domain to predict and adds labels (e.g. the target domain's) before training.
-    component (str): the pipe's name.
-    target_domain (Optional[str]): the new target domain.
-    labels (Optional[Dict[str, List[str]]]): labels to add, per domain.
-    labels_from (Optional[str]): a ``.spacy`` file or folder (e.g. the target's training data)
-        whose entity labels are added, per doc domain, before the first update; adding them
-        up front keeps the model's size fixed during training.
-    labels_domain (Optional[str]): the domain of the docs of ``labels_from`` (default: each
-        doc's own ``doc._.domain``, else ``target_domain``).
-    init_from (Optional[str]): a trained domain (e.g. the source) whose output rows start the
-        target domain's for the tags they share by name (the CrossNER authors' fine-tuning,
-        which keeps one output layer over the union of labels); None: the target's rows start
-        fresh.
-    """
-
-    def configure(nlp: Language) -> Language:
-        if component not in nlp.component_names:
-            raise ValueError(
-                f"[initialize.after_init] spacy_crossner.configure_crossner.v1: no pipe named "
-                f"'{component}' (pipes: {nlp.component_names})"
-            )
-        pipe = nlp.get_pipe(component)
-        if target_domain is not None:
-            pipe.target_domain = target_domain
-        for domain, domain_labels in (labels or {}).items():
-            for label in domain_labels:
-                pipe.add_label(label, domain=domain)
-        if labels_from:
-            for domain, label in _labels_in_corpus(nlp, labels_from, labels_domain, target_domain):
-                pipe.add_label(label, domain=domain)
-        if pipe.target_domain is None and len(pipe.cfg["labels"]) > 1:
-            pipe.target_domain = infer_target_domain(nlp, pipe, labels_from)
-        if init_from:
-            if pipe.target_domain is None:
-                raise ValueError(
-                    "[initialize.after_init] spacy_crossner.configure_crossner.v1: init_from "
-                    "needs the target domain: set target_domain there (--vars.target_domain NAME)"
-                )
-            pipe.init_domain_from(init_from, pipe.target_domain)
-        return nlp
-
-    return configure
-
-
-def _labels_in_corpus(
-    nlp: Language, path: str, domain: Optional[str], fallback: Optional[str]
-) -> List[Tuple[str, str]]:
-    """(domain, label) pairs of the entities of a ``.spacy`` file or folder, in first-seen order."""
-    from pathlib import Path
-
-    from .docbin import read_docbin, spacy_files
-
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"spacy_crossner.configure_crossner.v1: labels_from = {path} does not exist")
-    seen = {}
-    for file in spacy_files(path):
-        for doc in read_docbin(file, nlp.vocab):
-            own = domain or doc_domain(doc, fallback)
-            if own is None:
-                raise ValueError(
-                    f"spacy_crossner.configure_crossner.v1: the docs of {file} have no domain: "
-                    "set labels_domain or target_domain"
-                )
-            for ent in doc.ents:
-                seen.setdefault((own, ent.label_), None)
-    return list(seen)
-
-
-def infer_target_domain(
-    nlp: Language, pipe: "CrossNER", labels_from: Optional[str] = None
-) -> Optional[str]:
-    """The target domain of a component trained on several labelled domains with no
-    ``target_domain`` set: the one labelled domain of the target corpus (``labels_from``, when
-    given) or else of the dev corpus (``[training] dev_corpus``). Prints the choice. Returns
-    None when there is no corpus to read (a pipeline built in code: its docs carry their
-    domains); raises a ValueError naming ``--vars.target_domain`` when the corpus does not
-    single one out."""
-    from pathlib import Path
-
-    from wasabi import msg
-
-    from .docbin import read_docbin, spacy_files
-
-    if labels_from and Path(labels_from).exists():
-        where = f"labels_from = {labels_from}"
-        docs = [doc for file in spacy_files(Path(labels_from)) for doc in read_docbin(file, nlp.vocab)]
-    else:
-        where, docs = _dev_corpus_docs(nlp)
-        if docs is None:
-            return None
-    labelled = sorted(pipe.cfg["labels"])
-    domains = [d for d in dict.fromkeys(doc_domain(doc, None) for doc in docs) if d is not None]
-    chosen = [d for d in domains if d in pipe.cfg["labels"]]
-    if len(chosen) == 1:
-        msg.info(
-            f"[components.{pipe.name}] target_domain = '{chosen[0]}': the domain of {where} "
-            f"(labelled domains: {', '.join(labelled)}); set --vars.target_domain to choose another"
-        )
-        return chosen[0]
-    seen = f"its docs have the domains {domains}" if domains else "its docs have no labelled domain"
-    raise ValueError(
-        f"[components.{pipe.name}] target_domain is not set and the training data has several "
-        f"labelled domains ({', '.join(labelled)}), and {where} does not single one out "
-        f"({seen}). Name it: spacy train ... --vars.target_domain NAME (or target_domain in "
-        f"[components.{pipe.name}])."
-    )
-
-
-def _dev_corpus_docs(nlp: Language) -> Tuple[str, Optional[List[Doc]]]:
-    """The reference docs of the pipeline config's ``[training] dev_corpus``, or None when the
-    config has no dev corpus to read (e.g. a pipeline built in code)."""
-    name = nlp.config.get("training", {}).get("dev_corpus")
-    where = f"the dev corpus [{name}]"
-    if not name:
-        return where, None
-    try:
-        corpus = util.resolve_dot_names(nlp.config.interpolate(), [name])[0]
-    except Exception:  # no such section, or its paths unset: nothing to read
-        return where, None
-    return where, [eg.reference for eg in corpus(nlp)]
-
-
 class CrossNER(TrainablePipe):
     """Cross-domain NER: per-domain label sets, one shared architecture, constrained decoding,
     entity probabilities."""
@@ -280,19 +144,20 @@ class CrossNER(TrainablePipe):
         self.model = model
         self.name = name
         self.scorer = scorer
-        # What the pipeline's config says; a saved pipeline loaded with other values (spacy.load
-        # with config overrides) takes these instead of its saved ones (see from_disk).
-        self._config_settings = {
+        settings = {
             "target_domain": target_domain,
             "domain_aliases": dict(domain_aliases or {}),
             "spans_key": spans_key,
             "threshold": float(threshold),
         }
+        # cfg["config_settings"]: what the pipeline's config says, kept once; a saved pipeline
+        # loaded with other values (spacy.load with config overrides) takes these instead of
+        # its saved ones (see _load_cfg).
         self.cfg: Dict[str, Any] = {
             "labels": {},
-            **self._config_settings,
-            "domain_aliases": dict(domain_aliases or {}),
-            "config_settings": dict(self._config_settings),
+            **settings,
+            "domain_aliases": dict(settings["domain_aliases"]),
+            "config_settings": settings,
             "build_config": {},
         }
         self._sync_model_attrs()
@@ -391,11 +256,10 @@ class CrossNER(TrainablePipe):
         return list(self.cfg["labels"][domain])
 
     def _setup_model(self) -> None:
+        # Outputs that grow are new parameters to the optimizer (the model's resize_output).
         self._sync_model_attrs()
-        setup_torch_layers(self.model, self.domain_tags(), self.cfg["build_config"])
+        self.model.attrs["resize_output"](self.model, self.domain_tags(), self.cfg["build_config"])
         self.cfg["build_config"] = dict(self.model.attrs["build_config"])
-        # Grown parameters: the optimizer's state of their old sizes is dropped at finish_update.
-        self._resized = True
 
     def make_input(
         self, docs: List[Doc], own: Optional[List[str]] = None, gold=None
@@ -624,13 +488,6 @@ class CrossNER(TrainablePipe):
             )
         return loss, d_scores
 
-    def finish_update(self, sgd: Optimizer) -> None:
-        """Update the weights; after heads or CRFs grew, first drop the optimizer's stale state."""
-        if getattr(self, "_resized", False):
-            forget_resized_optimizer_state(sgd, self.model)
-            self._resized = False
-        super().finish_update(sgd)
-
     # -- serialization ------------------------------------------------------------------------
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
@@ -671,12 +528,13 @@ class CrossNER(TrainablePipe):
         """Take the saved cfg, except the settings the config now gives other values (e.g.
         ``spacy.load(path, config={"components": {"crossner": {"target_domain": ...}}})``):
         settings given at load time win, and are validated."""
+        given = self.cfg["config_settings"]
         self.cfg.update(saved)
         was = saved.get("config_settings") or {}
-        for key, value in self._config_settings.items():
+        for key, value in given.items():
             if key in was and was[key] != value:
-                self.cfg[key] = value
-        self.cfg["config_settings"] = dict(self._config_settings)
+                self.cfg[key] = copy.deepcopy(value)
+        self.cfg["config_settings"] = given
         self._validate_domains()
         target = self.cfg["target_domain"]
         if target is not None and target != was.get("target_domain") and \

@@ -2,8 +2,10 @@
 settings given at load time, configured dropout rates, optimizer state of grown heads,
 entity probabilities with a threshold, and the package's import graph."""
 import ast
+import copy
 import pathlib
 
+import numpy
 import pytest
 import spacy
 import torch
@@ -45,6 +47,9 @@ def test_load_time_domain_aliases_and_target_domain_win(saved):
     news = spacy.load(saved, config={"components": {"crossner": {"target_domain": "news"}}})
     assert news.get_pipe("crossner").target_domain == "news"
     assert news.get_pipe("crossner").default_domain() == "news"
+    # the config's settings are kept once, in cfg (saved with it), not beside it on the pipe
+    assert news.get_pipe("crossner").cfg["config_settings"]["target_domain"] == "news"
+    assert not any("settings" in name for name in vars(news.get_pipe("crossner")))
     # Without overrides the saved settings stay.
     plain = spacy.load(saved)
     assert plain.get_pipe("crossner").target_domain == "ai"
@@ -116,6 +121,46 @@ def test_grown_head_restarts_its_adam_state():
     assert torch.allclose(moved.max(), torch.tensor(lr), rtol=1e-3)
 
 
+def test_resize_builds_new_parameters_and_leaves_the_optimizer_alone():
+    """A label added after optimizer steps: the grown head and CRF are new parameters (new
+    names, through the model's resize_output) that get fresh optimizer state on their first
+    update; the state the optimizer holds is neither removed nor edited (it is only read
+    here). The grown model saves and loads under the new names."""
+    fix_random_seed(0)
+    nlp = blank_with({"model": BILSTM, "target_domain": "ai"})
+    examples = make_examples(nlp, NEWS + AI)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.01, L2=0.0, grad_clip=0.0, use_averages=False)
+    train_more(nlp, examples, 2, optimizer)
+    pipe = nlp.get_pipe("crossner")
+    head, emitter = (pipe.model.get_ref(r).shims[0].id for r in ("head", "emitter"))
+    tables = ("mom1", "mom2", "nr_update")
+    before = {t: copy.deepcopy(dict(getattr(optimizer, t))) for t in tables}
+    old_crf, old_head = (head, "crfs.ai.transitions"), (emitter, "heads.heads.ai.weight")
+    assert old_crf in before["mom1"] and old_head in before["mom1"]
+    pipe.add_label("date", domain="ai")
+    assert pipe.cfg["build_config"]["crf_generations"] == {"ai": 1}
+    assert pipe.cfg["build_config"]["head_generations"] == {"ai": 1}
+    grown = make_examples(nlp, [("ai", "LSTM was proposed in 1997 .".split(), [(0, 1, "algorithm"), (4, 5, "date")])])
+    nlp.update(grown, sgd=optimizer)
+    n_tags = len(pipe.domain_tags()["ai"])
+    for key, shape in (((head, "crfs.ai-g1.transitions"), n_tags * n_tags), ((emitter, "heads.heads.ai-g1.weight"), n_tags * 64)):
+        assert key not in before["mom1"]
+        assert optimizer.mom1[key].size == shape and optimizer.nr_update[key] == 1
+    for table in tables:
+        state = getattr(optimizer, table)
+        for key, value in before[table].items():
+            assert key in state
+            if key in (old_crf, old_head):  # parameters that no longer exist: state untouched
+                assert numpy.array_equal(state[key], value)
+    copy_nlp = blank_with({"model": BILSTM, "target_domain": "ai"})
+    copy_nlp.from_bytes(nlp.to_bytes())
+    loaded = copy_nlp.get_pipe("crossner")
+    assert torch.equal(get_crf(loaded.model, "ai").transitions, get_crf(pipe.model, "ai").transitions)
+    doc = doc_in(nlp, "LSTM was proposed in 1997 .".split(), "ai")
+    assert [(e.text, e.label_) for e in copy_nlp(doc.copy()).ents] == [(e.text, e.label_) for e in nlp(doc).ents]
+
+
 def _imports(path: pathlib.Path, package: str):
     tree = ast.parse(path.read_text(encoding="utf8"))
     module = ".".join((package,) + path.relative_to(ROOT).with_suffix("").parts)
@@ -175,7 +220,7 @@ def test_target_rows_start_from_the_source_for_shared_tags(saved):
     source's for the tags both have (here O and the organisation tags)."""
     from spacy_crossner.models.pytorch_heads import DomainHeads
     from spacy_crossner.models.base import get_emitter
-    from spacy_crossner.pipeline import make_configure_callback
+    from spacy_crossner.callbacks import make_configure_callback
 
     nlp = spacy.load(saved)
     pipe = nlp.get_pipe("crossner")

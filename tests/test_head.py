@@ -7,15 +7,10 @@ import numpy
 import pytest
 import torch
 
-from spacy_crossner.decoding import (
-    allowed_moves,
-    bio_tags,
-    constrained_argmax,
-    iob2_spans,
-    viterbi_decode,
-    whitespace_masks,
+from reference_decoders import (
+    constrained_argmax, crf_reference, crf_span_log_prob, crf_to_host, viterbi_decode, whitespace_masks,
 )
-from spacy_crossner.models.head import _crf_to_host, crf_span_log_prob
+from spacy_crossner.decoding import allowed_moves, bio_tags, iob2_spans
 from spacy_crossner.models import pytorch_heads
 from spacy_crossner.models.pytorch_heads import STACKED_GROUPS, CRFHead, Lattice, SoftmaxHead
 
@@ -71,7 +66,7 @@ def test_span_marginals_equal_brute_force(ws):
     log_z = numpy.logaddexp.reduce(numpy.array(list(scores.values())))
     E = torch.from_numpy(emissions)[None]
     _, extra = head.decode(E, torch.tensor([4]), ["a"], torch.tensor([ws], dtype=torch.bool))
-    host = _crf_to_host(extra)
+    host = crf_to_host(extra)
     assert math.isclose(host["log_z"][0], log_z, rel_tol=1e-9, abs_tol=1e-9)
     tags = DOMAINS["a"]
     for s in range(4):
@@ -181,29 +176,66 @@ def test_crf_loss_is_the_mean_negative_log_likelihood():
     assert math.isclose(float(loss.detach()), (nll_a + nll_b) / 2, rel_tol=1e-6)
 
 
-def test_gold_score_equals_pytorch_crf_loop_with_gradients():
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_crf_likelihood_equals_pytorch_crf_and_the_numpy_reference(dtype):
+    """The one CRF (ConstrainedCRF on the Lattice) against the path it replaced (pytorch-crf's
+    CRF, same parameters) and the numpy reference: the same log-likelihood, gradients with
+    respect to the emissions and every parameter, and emission gradients that are the gold
+    one-hot minus the reference's marginals; invalid gold moves stay finite (FORBIDDEN)."""
     from torchcrf import CRF
 
     from spacy_crossner.models.pytorch_heads import ConstrainedCRF
 
     torch.manual_seed(3)
-    crf = ConstrainedCRF(bio_tags(["X", "Y"]))
+    crf = ConstrainedCRF(bio_tags(["X", "Y"])).to(dtype)
     with torch.no_grad():
         for p in crf.parameters():
             p.uniform_(-2, 2)
-    T, B, K = 6, 5, crf.num_tags
-    emissions = torch.randn(T, B, K, dtype=torch.float64, requires_grad=True)
-    tags = torch.randint(0, K, (T, B))
+    crf.apply_constraints()
+    old = CRF(crf.num_tags, batch_first=True).to(dtype)
+    old.load_state_dict(crf.state_dict())
+    B, T, K = 5, 6, crf.num_tags
+    emissions = torch.randn(B, T, K, dtype=dtype, requires_grad=True)
+    tags = torch.randint(0, K, (B, T))
     lengths = torch.tensor([6, 1, 3, 6, 2])
-    mask = torch.arange(T)[:, None] < lengths[None, :]
-    crf.double()
-    ours = crf._compute_score(emissions, tags, mask)
-    theirs = CRF._compute_score(crf, emissions, tags, mask)
-    assert torch.allclose(ours, theirs, atol=1e-12)
+    mask = torch.arange(T)[None, :] < lengths[:, None]
+    ours = crf(emissions, tags, mask=mask, reduction="none")
+    theirs = old(emissions, tags, mask=mask, reduction="none")
+    tol = dict(rtol=1e-10, atol=1e-9) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-3)
+    assert ours.shape == (B,) and bool(torch.isfinite(ours).all())
+    assert torch.allclose(ours, theirs, **tol)
     for one, other in zip(torch.autograd.grad(ours.sum(), [emissions, *crf.parameters()]),
-                          torch.autograd.grad(theirs.sum(), [emissions, *crf.parameters()])):
-        assert torch.allclose(one, other, atol=1e-12)
-    assert ours.shape == (B,) and bool(ours.abs().gt(0).all())
+                          torch.autograd.grad(theirs.sum(), [emissions, *old.parameters()])):
+        assert torch.allclose(one, other, **tol)
+    if dtype != torch.float64:
+        return
+    d_emissions = torch.autograd.grad(crf(emissions, tags, mask=mask), emissions)[0].numpy()
+    E = emissions.detach().numpy()
+    start, end, trans = (p.detach().numpy() for p in (crf.start_transitions, crf.end_transitions, crf.transitions))
+    for b, n in enumerate(lengths.tolist()):
+        llh, marginals = crf_reference(E[b, :n], tags[b, :n].numpy(), start, trans, end)
+        assert math.isclose(float(ours[b].detach()), llh, rel_tol=1e-10, abs_tol=1e-8)
+        one_hot = numpy.eye(K)[tags[b, :n].numpy()]
+        assert numpy.allclose(d_emissions[b, :n], one_hot - marginals, atol=1e-10)
+        assert numpy.allclose(marginals.sum(axis=1), 1.0)
+
+
+def test_decoding_marginals_equal_the_numpy_reference():
+    """The CRF head's decoding lattice (forbidden moves at -inf) has the reference's
+    marginals (forbidden moves at FORBIDDEN: no mass either way)."""
+    head = random_crf_head(5)
+    rng = numpy.random.RandomState(6)
+    emissions = torch.from_numpy(rng.randn(2, 5, 7) * 2)
+    lengths = torch.tensor([5, 3])
+    lattice = head.lattice(emissions, lengths, ["b", "b"], torch.zeros(2, 5, dtype=torch.bool))
+    alpha, beta, log_z = lattice.forward_backward()
+    crf = head.get("b")
+    crf.apply_constraints()
+    start, end, trans = (p.detach().double().numpy() for p in (crf.start_transitions, crf.end_transitions, crf.transitions))
+    for b, n in enumerate(lengths.tolist()):
+        _, marginals = crf_reference(emissions[b, :n].numpy(), numpy.zeros(n, dtype=int), start, trans, end)
+        got = torch.exp(alpha[b, :n] + beta[b, :n] - log_z[b]).numpy()
+        assert numpy.allclose(got, marginals, atol=1e-9)
 
 
 @pytest.mark.parametrize("ws_rate", [0.0, 0.3])
@@ -244,7 +276,7 @@ def test_vectorised_span_log_probs_equal_the_per_span_reference(domains):
     emissions = torch.from_numpy(rng.randn(len(domains), T, K) * 2)
     ws = rng.rand(len(domains), T) < 0.3
     _, extra = head.decode(emissions, torch.tensor(lengths), domains, torch.from_numpy(ws))
-    host = _crf_to_host(extra)
+    host = crf_to_host(extra)
     rows, spans = [], []
     for row, (domain, n) in enumerate(zip(domains, lengths)):
         tags = DOMAINS[domain]
@@ -291,15 +323,17 @@ def test_crf_decode_gives_the_brute_force_entity_probabilities():
     # the whole decoding path of head.decode: Viterbi entities, each with its marginal
     from types import SimpleNamespace
 
-    from spacy_crossner.models.head import decode
+    from thinc.api import NumpyOps
+
+    from spacy_crossner.models.head import _head_layer, decode, decode_crf
 
     head = random_crf_head(8)
     rng = numpy.random.RandomState(9)
     domains, lengths = ["a", "b", "a"], [4, 3, 0]
     emissions = rng.randn(3, 4, 7).astype("float32") * 3
     whitespace = [[False, False, True, False], [False, True, False], []]
-    layer = SimpleNamespace(attrs={"decoder": "crf"}, shims=[SimpleNamespace(_model=head, device=torch.device("cpu"))])
-    model = SimpleNamespace(get_ref=lambda name: layer, ops=SimpleNamespace(asarray1i=numpy.asarray))
+    layer = _head_layer(head, decode_crf)  # spacy_crossner.CRFHead.v1's layer, on this CRF
+    model = SimpleNamespace(get_ref=lambda name: layer, ops=NumpyOps(), attrs={"domain_tags": DOMAINS})
     output = SimpleNamespace(scores=emissions, lengths=lengths, domains=domains)
     decoded = decode(model, output, whitespace)
     assert decoded[2] == ([], [], [])

@@ -9,12 +9,8 @@ import spacy
 import torch
 from thinc.api import Adam, fix_random_seed
 
-from spacy_crossner.decoding import (
-    allowed_moves,
-    autoregressive_beam_search,
-    autoregressive_greedy,
-    bio_tags,
-)
+from reference_decoders import autoregressive_greedy
+from spacy_crossner.decoding import allowed_moves, autoregressive_beam_search, bio_tags
 from spacy_crossner.models.base import get_emitter
 from spacy_crossner.models.pytorch_label_aware import INVENTORY_KEY, LabelAwareEmitter
 from util import (AI, NEWS, blank_with, gold_ents, make_examples, minilm_pipeline, predicted_ents, train,
@@ -464,7 +460,7 @@ def test_bundled_minilm_learns_and_roundtrips(tmp_path):
 def test_torch_beam_search_equals_numpy_reference(width):
     """The on-device search (tensors in and out) gives the reference's tags and slots, with
     lengths, padding columns, two tag sets and whitespace constraints."""
-    from spacy_crossner.decoding import whitespace_masks
+    from reference_decoders import whitespace_masks
     from spacy_crossner.models.pytorch_label_aware import beam_search
 
     rng = numpy.random.default_rng(width)

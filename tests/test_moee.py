@@ -132,6 +132,8 @@ def test_experts_grow_by_type_name():
     before, logits_before = module.expert_outputs(hidden)
     module.setup(12, ["ORG", "PER", "LOC", "algorithm"])
     assert module.types == ["LOC", "ORG", "PER", "algorithm"]
+    # rebuilt under a new name: new parameters to the optimizer (no optimizer state edited)
+    assert {name for name, _ in module.named_parameters()} == {"proj-g1.weight", "proj-g1.bias"}
     after, logits_after = module.expert_outputs(hidden)
     for old, new in ((0, 0), (1, 1), (2, 3)):  # O, LOC, PER
         assert torch.allclose(before[..., old, :], after[..., new, :])

@@ -13,7 +13,8 @@ from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 from spacy_crossner import set_domain
-from spacy_crossner.decoding import bio_tags, viterbi_decode
+from reference_decoders import viterbi_decode
+from spacy_crossner.decoding import bio_tags
 from spacy_crossner.models.base import get_emitter
 from spacy_crossner.models.head import get_crf
 from spacy_crossner.models.pytorch_heads import module_key
@@ -397,7 +398,7 @@ def test_crf_log_partition_and_viterbi_equal_brute_force(mc_trained):
         small.end_transitions.copy_(torch.from_numpy(end))
     em = torch.from_numpy(emissions)[None]
     mask = torch.ones(1, n, dtype=torch.bool)
-    assert math.isclose(float(small._compute_normalizer(em.transpose(0, 1), mask.transpose(0, 1)).detach()), log_z, rel_tol=1e-5, abs_tol=1e-4)
+    assert math.isclose(float(small.log_partition(em, mask).detach()), log_z, rel_tol=1e-5, abs_tol=1e-4)
     best = max(scores, key=scores.get)
     ok_start, ok_trans, ok_end = (small.allowed_start.numpy(), small.allowed_transitions.numpy(), small.allowed_end.numpy())
     assert tuple(viterbi_decode(emissions, trans, start, end, ok_start, ok_trans, ok_end)) == best
@@ -571,6 +572,13 @@ def test_labels_added_to_two_domains_keep_every_cell_in_place(tmp_path):
     pipe.add_label("chem", domain="news")
     assert emitter.types == before + ["gene", "chem"]
     assert pipe.cfg["build_config"][TYPES_KEY] == emitter.types
+    # each growth rebuilt the cells and type heads under new names: new parameters to the
+    # optimizer; the attention sets (same domains) keep theirs
+    grown = {"et_in_w": 2, "et_rec_w": 2, "et_in_b": 2, "aux_w": 2, "aux_b": 2}
+    assert pipe.cfg["build_config"]["multi_cell_generations"] == grown
+    names = {n for n, _ in emitter.named_parameters()}
+    assert {"encoder.et_in_w-g2", "aux_w-g2", "aux_b-g2", "encoder.att_p"} <= names
+    assert not names & {"encoder.et_in_w", "aux_w", "encoder.et_in_w-g1"}
     for i, t in enumerate(before):
         assert torch.equal(emitter.encoder.et_in_w[:, :, i], cells[t]), t
     nlp.to_disk(tmp_path / "model")

@@ -250,7 +250,7 @@ def test_labels_appearing_mid_training_keep_adam_working():
 
 def test_configure_callback_adds_labels_from_a_corpus(tmp_path):
     from spacy.tokens import DocBin
-    from spacy_crossner.pipeline import make_configure_callback
+    from spacy_crossner.callbacks import make_configure_callback
     from util import make_doc
 
     nlp = make_nlp()

@@ -20,12 +20,13 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import torch
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Floats3d
 from thinc.util import get_torch_default_device, is_xp_array
 
-from .head import build_head, gold_tensor
+from .head import gold_tensor
 from .pytorch_emitter import Emitter
+from .torch_layer import torch_device, torch_module, wrap_torch
 
 DomainTags = Dict[str, List[str]]
 
@@ -86,24 +87,35 @@ def setup_torch_layers(model: Model, domain_tags: DomainTags, build_config: Dict
             setup(node, domain_tags, build_config)
 
 
+def resize_output(model: Model, domain_tags: DomainTags, build_config: Dict[str, Any]) -> Model:
+    """Grow the model's outputs for new domains or labels (``model.attrs["resize_output"]``,
+    the hook spaCy's textcat and parser grow through): :func:`setup_torch_layers`. An output
+    that grows is rebuilt under a new name (:func:`~.pytorch_heads.generation_name`), keeping
+    the rows it had, so the optimizer sees its parameters as new; its state is never edited.
+    RETURNS (Model): the model.
+    """
+    setup_torch_layers(model, domain_tags, build_config)
+    return model
+
+
 def build_crossner_model(
     name: str,
     features: Model[List[Doc], List[Floats2d]],
     emitter: Emitter,
     *,
-    use_crf: bool,
+    head: Model,
     extra_layers: Sequence[Model] = (),
     extra_inputs: Optional[Callable[..., Dict[str, Any]]] = None,
     forward: Optional[Callable] = None,
     init: Optional[Callable] = None,
-    head: Optional[str] = None,
 ) -> Model[TaggerInput, TaggerOutput]:
     """Compose features, a torch emitter and an output head into an architecture.
 
     name (str): the model's name.
     features (Model[List[Doc], List[Floats2d]]): token features.
     emitter (Emitter): the torch emitter (:class:`~.pytorch_emitter.Emitter`).
-    use_crf (bool): a CRF per domain (True) or a softmax per token (False) in the head.
+    head (Model): the output head (:mod:`.head`: ``spacy_crossner.CRFHead.v1``,
+        ``SoftmaxHead.v1`` or ``AutoregressiveHead.v1``), which owns the loss and decoding.
     extra_layers (Sequence[Model]): further layers to serialize with the model.
     extra_inputs (Optional[Callable]): a module-level function ``f(model, docs, own_domains,
         is_train) -> dict`` computed from the (non-empty) docs of a batch and passed to the
@@ -112,11 +124,9 @@ def build_crossner_model(
         in ``model.attrs``.
     forward, init (Optional[Callable]): the architecture's own forward / init (default
         :func:`crossner_forward` / :func:`crossner_init`).
-    head (Optional[str]): the head's decoder, "crf", "softmax" or "autoregressive" (default
-        from ``use_crf``).
     """
     emitter_layer = wrap_emitter(emitter)
-    head_layer = build_head(head or ("crf" if use_crf else "softmax"))
+    head_layer = head
     return Model(
         name,
         forward or crossner_forward,
@@ -129,6 +139,7 @@ def build_crossner_model(
             "domain_aliases": {},
             "build_config": {},
             "extra_inputs": extra_inputs,
+            "resize_output": resize_output,
         },
         dims={"nI": None},
     )
@@ -207,24 +218,23 @@ def crossner_forward(model: Model, inputs: TaggerInput, is_train: bool):
 
 
 def wrap_emitter(module: Emitter) -> Model:
-    """Bridge an emitter with PyTorchWrapper_v2: the features are padded once on the way in
-    and unpadded once on the way back; the scores stay padded."""
-    layer = PyTorchWrapper_v2(
-        module, convert_inputs=_emitter_inputs, convert_outputs=_emitter_outputs
-    )
+    """Bridge an emitter with PyTorchWrapper_v2's layer (:func:`~.torch_layer.wrap_torch`):
+    the features are padded once on the way in and unpadded once on the way back; the scores
+    stay padded."""
+    layer = wrap_torch(module, _emitter_inputs, _emitter_outputs)
     layer.attrs["setup_torch"] = _setup_emitter
     return layer
 
 
 def _setup_emitter(layer: Model, domain_tags: DomainTags, build_config: Dict[str, Any]) -> None:
-    module = layer.shims[0]._model
+    module = torch_module(layer)
     module.setup(build_config["nI"], domain_tags, build_config)
     module.to(get_torch_default_device())
 
 
 def _emitter_inputs(model: Model, inputs, is_train: bool):
     X, domains, gold, extra = inputs
-    device = model.shims[0].device
+    device = torch_device(model)
     lengths = [x.shape[0] for x in X]
     Xt = xp2torch(model.ops.pad(X), requires_grad=is_train, device=device)
     lengths_t = torch.tensor(lengths, dtype=torch.long)
@@ -260,29 +270,4 @@ def _emitter_outputs(model: Model, inputs_outputs, is_train: bool):
 
 def get_emitter(model: Model) -> Emitter:
     """The torch emitter module of an architecture."""
-    return model.get_ref("emitter").shims[0]._model
-
-
-def forget_resized_optimizer_state(optimizer: Any, model: Model) -> int:
-    """Drop the optimizer's running state of torch parameters whose size changed.
-
-    Growing a head or CRF for a new label replaces its parameters by larger ones; thinc's
-    optimizer keeps moments keyed by parameter name and would apply the old-sized state.
-    RETURNS (int): how many parameters' state was dropped.
-    """
-    dropped = 0
-    for node in model.walk():
-        for shim in node.shims:
-            module = getattr(shim, "_model", None)
-            if module is None:
-                continue
-            for name, param in module.named_parameters():
-                key = (shim.id, name)
-                moments = getattr(optimizer, "mom1", {})
-                if key in moments and moments[key].size != param.numel():
-                    for table in ("mom1", "mom2", "averages", "nr_update", "last_seen"):
-                        state = getattr(optimizer, table, None)
-                        if state is not None and key in state:
-                            del state[key]
-                    dropped += 1
-    return dropped
+    return torch_module(model.get_ref("emitter"))

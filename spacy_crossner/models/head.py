@@ -1,36 +1,40 @@
-"""The output head of every crossner architecture: it owns the NER loss and decoding.
+"""The output heads of the crossner architectures: each owns the NER loss, decoding and the
+entities' probabilities, and is chosen in the config like any sub-layer (ref ``"head"``).
 
-The head is a layer of the architecture (ref ``"head"``) wrapping a torch module
-(:class:`~.pytorch_heads.CRFHead` or :class:`~.pytorch_heads.SoftmaxHead`) with
-``PyTorchWrapper_v2``; the padded scores of :class:`~.base.TaggerOutput` cross into torch as
-they are (no re-padding). The component only calls :func:`get_loss` and :func:`decode`.
+A head is a registered layer wrapping a torch module (:class:`~.pytorch_heads.CRFHead` or
+:class:`~.pytorch_heads.SoftmaxHead`, :func:`~.torch_layer.wrap_torch`); the padded scores of
+:class:`~.base.TaggerOutput` cross into torch through its converters as they are (no
+re-padding): with gold tags the module returns the loss (``begin_update``; the gradient flows
+back to the scores and the head's own parameters), without them its decoding (``predict``).
+Each head carries its decoding as a module-level function (``attrs["decode"]``, so the model
+pickles); the component only calls :func:`get_loss` and :func:`decode`.
 
-Decoders (``head.attrs["decoder"]``):
-
-- ``"crf"``: a constrained CRF per domain; negative log-likelihood; batched Viterbi; an
-  entity's probability is the marginal probability of its tag sequence (forward-backward).
-- ``"softmax"``: cross-entropy per token; the best BIO-valid sequence under the
-  log-probabilities; an entity's probability is the product of its tokens' probabilities.
-- ``"autoregressive"``: the softmax loss on teacher-forced scores; decoding is the emitter's
-  own greedy or beam search over the features (the label-aware tagger); an entity's
-  probability is the product of the chosen steps' probabilities.
+- ``spacy_crossner.CRFHead.v1``: a constrained CRF per domain; negative log-likelihood;
+  batched Viterbi; an entity's probability is the marginal probability of its tag sequence
+  (forward-backward).
+- ``spacy_crossner.SoftmaxHead.v1``: cross-entropy per token; the best BIO-valid sequence
+  under the log-probabilities; an entity's probability is the product of its tokens'.
+- ``spacy_crossner.AutoregressiveHead.v1``: the softmax loss on teacher-forced scores;
+  decoding is the emitter's own greedy or beam search over the features (the label-aware
+  tagger); an entity's probability is the product of the chosen steps' probabilities.
 
 Entities never start or end on a whitespace token, and ``I-X`` only follows ``B-X``/``I-X``:
 both are constraints of the decoders, not filters afterwards.
 """
 import functools
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 import torch
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
+from spacy.util import registry
+from thinc.api import ArgsKwargs, Model, torch2xp, xp2torch
 from thinc.types import Floats3d
 from thinc.util import get_torch_default_device
 
 from ..decoding import iob2_spans, iob2_spans_batch
-from .pytorch_heads import CRFHead, SoftmaxHead
+from .pytorch_heads import CRFHead, DomainHeads, SoftmaxHead
+from .torch_layer import torch_device, torch_module, wrap_torch
 
-DECODERS = ("crf", "softmax", "autoregressive")
 Gold = List[Optional[List[int]]]
 
 
@@ -43,43 +47,96 @@ class Decoded(NamedTuple):
     probs: List[float]
 
 
-def build_head(decoder: str) -> Model:
-    """The head layer for a decoder ("crf", "softmax" or "autoregressive")."""
-    if decoder not in DECODERS:
-        raise ValueError(f"Unknown decoder {decoder!r}: use one of {DECODERS}")
-    module = CRFHead() if decoder == "crf" else SoftmaxHead()
-    layer = PyTorchWrapper_v2(module, convert_inputs=_head_inputs, convert_outputs=_head_outputs)
+class HeadInput(NamedTuple):
+    """What a head layer takes: padded scores (B, T, K), lengths and labelled domains of the
+    docs, and either their gold tag ids (the loss) or their whitespace flags (decoding)."""
+
+    scores: Floats3d
+    lengths: List[int]
+    domains: List[str]
+    gold: Optional[Gold] = None
+    whitespace: Optional[torch.Tensor] = None
+
+
+class Batch(NamedTuple):
+    """The non-empty docs of a batch being decoded (see :func:`decode`)."""
+
+    keep: List[int]  # their rows in the batch
+    domains: List[str]
+    lengths: List[int]
+    whitespace: torch.Tensor  # (B', T) bool, on the head's device
+    out: List[Optional[Decoded]]  # one slot per doc of the batch, filled by the head
+
+
+@registry.architectures("spacy_crossner.CRFHead.v1")
+def build_crf_head() -> Model[HeadInput, Any]:
+    """A constrained CRF per domain: negative log-likelihood loss, Viterbi decoding, entity
+    probabilities from the CRF's marginals."""
+    return _head_layer(CRFHead(), decode_crf)
+
+
+@registry.architectures("spacy_crossner.SoftmaxHead.v1")
+def build_softmax_head() -> Model[HeadInput, Any]:
+    """A softmax per token: cross-entropy loss, the best BIO-valid sequence under the
+    log-probabilities, entity probabilities as products of token probabilities."""
+    return _head_layer(SoftmaxHead(), decode_softmax)
+
+
+@registry.architectures("spacy_crossner.AutoregressiveHead.v1")
+def build_autoregressive_head() -> Model[HeadInput, Any]:
+    """The softmax loss on the emitter's teacher-forced scores; decoding is the emitter's own
+    autoregressive search (an emitter with a ``decode`` method: the label-aware tagger's)."""
+    return _head_layer(SoftmaxHead(), decode_autoregressive)
+
+
+def head_for(use_crf: bool) -> Model[HeadInput, Any]:
+    """The head of the v1 architectures' ``use_crf`` setting."""
+    return build_crf_head() if use_crf else build_softmax_head()
+
+
+def _head_layer(module, decode_fn: Callable) -> Model:
+    layer = wrap_torch(module, _head_inputs, _head_outputs)
     layer.attrs["setup_torch"] = _setup_head
-    layer.attrs["decoder"] = decoder
+    layer.attrs["decode"] = decode_fn
     return layer
 
 
 def _setup_head(layer: Model, domain_tags: Dict[str, List[str]], build_config: Dict[str, Any]) -> None:
-    module = layer.shims[0]._model
-    module.setup(domain_tags)
+    module = torch_module(layer)
+    module.setup(domain_tags, build_config)
     module.to(get_torch_default_device())
 
 
-def _head_inputs(model: Model, inputs, is_train: bool):
-    scores, lengths, domains, gold = inputs
-    device = model.shims[0].device
-    emissions = xp2torch(scores, requires_grad=is_train, device=device)
+def _head_inputs(model: Model, inputs: HeadInput, is_train: bool):
+    scores, lengths, domains, gold, whitespace = inputs
+    device = torch_device(model)
+    emissions = xp2torch(scores, requires_grad=is_train and gold is not None, device=device)
     lengths_t = torch.tensor(lengths, dtype=torch.long)
-    gold_t = gold_tensor(gold, tuple(emissions.shape[:2]), device)
+    if gold is None:  # decoding
+        kwargs = {"whitespace": whitespace}
+    else:
+        kwargs = {"gold": gold_tensor(gold, tuple(emissions.shape[:2]), device)}
 
     def backprop(d_inputs: ArgsKwargs) -> Floats3d:
         return torch2xp(d_inputs.args[0])
 
-    return ArgsKwargs(args=(emissions, lengths_t, domains, gold_t), kwargs={}), backprop
+    return ArgsKwargs(args=(emissions, lengths_t, domains), kwargs=kwargs), backprop
 
 
 def _head_outputs(model: Model, inputs_outputs, is_train: bool):
-    _, loss_t = inputs_outputs
+    inputs, output = inputs_outputs
+    if inputs.gold is None:  # decoding: the module's (tags, what probabilities come from)
+        return output, _no_backprop
+    loss_t = output
 
     def backprop(d_loss) -> ArgsKwargs:
         return ArgsKwargs(args=([loss_t],), kwargs={"grad_tensors": [torch.ones_like(loss_t)]})
 
     return float(loss_t.detach().cpu()), backprop
+
+
+def _no_backprop(d_output):
+    raise ValueError("A head's decoding has no gradient: decode with predict, not begin_update")
 
 
 def gold_tensor(gold: Optional[List[Optional[List[int]]]], shape, device) -> Optional[torch.Tensor]:
@@ -105,24 +162,21 @@ def copy_domain_rows(model: Model, source: str, target: str, domain_tags: Dict[s
 
     RETURNS (int): the number of shared tags.
     """
-    from .pytorch_heads import DomainHeads
-
     index = {tag: i for i, tag in enumerate(domain_tags[source])}
     shared = [(index[tag], j) for j, tag in enumerate(domain_tags[target]) if tag in index]
-    for node in model.walk():
-        for shim in node.shims:
-            for module in shim._model.modules():
-                if isinstance(module, (DomainHeads, CRFHead)):
-                    module.copy_rows(source, target, shared)
+    for layer in (model.get_ref("emitter"), get_head(model)):
+        for module in torch_module(layer).modules():
+            if isinstance(module, (DomainHeads, CRFHead)):
+                module.copy_rows(source, target, shared)
     return len(shared)
 
 
 def get_crf(model: Model, domain: str):
-    """The constrained CRF of a domain (architectures with ``use_crf = true``)."""
-    head = get_head(model)
-    if head.attrs["decoder"] != "crf":
-        raise ValueError(f"The model's head has no CRF (decoder: {head.attrs['decoder']})")
-    return head.shims[0]._model.get(domain)
+    """The constrained CRF of a domain (architectures with a CRF head)."""
+    module = torch_module(get_head(model))
+    if not isinstance(module, CRFHead):
+        raise ValueError(f"The model's head has no CRF (head: {type(module).__name__})")
+    return module.get(domain)
 
 
 def get_loss(model: Model, output, gold: Gold) -> Tuple[float, Floats3d]:
@@ -139,12 +193,13 @@ def get_loss(model: Model, output, gold: Gold) -> Tuple[float, Floats3d]:
     ops = model.ops
     if not any(g is not None and len(g) for g in gold) or output.scores.shape[1] == 0:
         return 0.0, ops.alloc3f(*output.scores.shape)
-    loss, backprop = get_head(model)((output.scores, output.lengths, output.domains, gold), True)
+    loss, backprop = get_head(model)(HeadInput(output.scores, output.lengths, output.domains, gold), True)
     return loss, backprop(None)
 
 
 def decode(model: Model, output, whitespace: Sequence[Sequence[bool]]) -> List[Decoded]:
-    """Tags, entities and entity probabilities of a batch (prediction mode).
+    """Tags, entities and entity probabilities of a batch (prediction mode): the head's own
+    decoding (``attrs["decode"]``) over the batch's non-empty docs.
 
     model (Model): a crossner architecture.
     output (TaggerOutput): its output for the batch.
@@ -152,80 +207,103 @@ def decode(model: Model, output, whitespace: Sequence[Sequence[bool]]) -> List[D
     RETURNS (List[Decoded]): one per doc.
     """
     head = get_head(model)
-    module = head.shims[0]._model
-    decoder = head.attrs["decoder"]
-    device = head.shims[0].device
     keep = [i for i, n in enumerate(output.lengths) if n]
     out: List[Optional[Decoded]] = [None] * len(output.lengths)
     if not keep:
         return _filled(out)
-    domains = [output.domains[i] for i in keep]
     lengths = [output.lengths[i] for i in keep]
-    T = max(lengths)
-    ws = numpy.zeros((len(keep), T), dtype=bool)
+    ws = numpy.zeros((len(keep), max(lengths)), dtype=bool)
     if any(map(any, whitespace)):
         for row, i in enumerate(keep):
             ws[row, : lengths[row]] = numpy.asarray(whitespace[i], dtype=bool)
-    ws_t = torch.from_numpy(ws).to(device)
-    lengths_t = torch.tensor(lengths, dtype=torch.long)
-    idx = model.ops.asarray1i(keep)
+    ws_t = torch.from_numpy(ws).to(torch_device(head))
+    batch = Batch(keep, [output.domains[i] for i in keep], lengths, ws_t, out)
     with torch.no_grad():
-        if decoder == "autoregressive":
-            emitter = model.get_ref("emitter").shims[0]._model
-            X = xp2torch(output.features[idx][:, :T], device=device)
-            was_training = emitter.training
-            emitter.eval()
-            try:
-                tag_ids, path_logits = emitter.decode(X, lengths_t, domains, whitespace=ws_t)
-            finally:
-                emitter.train(was_training)
-            logp = [torch.log_softmax(p, dim=-1).cpu().numpy() for p in path_logits]
-            for row, i in enumerate(keep):
-                out[i] = _with_token_probs(module.domain_tags[domains[row]], tag_ids[row], logp[row])
-            return _filled(out)
-        scores = output.scores if len(keep) == len(output.lengths) else output.scores[idx]
-        emissions = xp2torch(scores[:, :T], device=device)
-        tags_t, extra = module.decode(emissions, lengths_t, domains, ws_t)
-        tags = tags_t.cpu().numpy()
-        if decoder == "softmax":
-            logp = extra["logp"].cpu().numpy()
-            for row, i in enumerate(keep):
-                ids = tags[row, : lengths[row]].tolist()
-                out[i] = _with_token_probs(module.domain_tags[domains[row]], ids, logp[row])
-            return _filled(out)
-        # one host copy of the tags; spans found on the host, their probabilities computed on
-        # the device from the lattice, one host copy of them
-        present = sorted(set(domains))
-        which = {d: i for i, d in enumerate(present)}
-        table = iob2_spans_batch(tags, lengths, [module.domain_tags[d] for d in domains])
-        probs = numpy.zeros((0,))
-        if len(table.rows):
-            kinds = [_label_tag_ids(tuple(module.domain_tags[d])) for d in present]
-            K = max(len(begin) for begin, _ in kinds)
-            begin_of = numpy.full((len(present), K), -1, dtype="int64")
-            inside_of = numpy.full((len(present), K), -1, dtype="int64")
-            for i, (begin, inside) in enumerate(kinds):
-                begin_of[i, : len(begin)], inside_of[i, : len(inside)] = begin, inside
-            domain_of = numpy.array([which[d] for d in domains], dtype="int64")[table.rows]
-            first = tags[table.rows, table.starts]
-            columns = numpy.stack(
-                [table.rows, table.starts, table.ends, begin_of[domain_of, first], inside_of[domain_of, first]]
-            )
-            log_probs = extra["lattice"].span_log_probs(*torch.from_numpy(columns).to(device))
-            probs = numpy.minimum(1.0, numpy.exp(log_probs.cpu().numpy()))
-        spans = table.per_doc(len(keep))
-        probs = probs.tolist()
-        names = numpy.empty(tags.shape, dtype=object)  # every doc's tag names, one host list
-        for d in present:
-            rows = numpy.array([row for row, x in enumerate(domains) if x == d])
-            names[rows] = numpy.array(module.domain_tags[d], dtype=object)[tags[rows]]
-        names = names.tolist()
-        start = 0
-        for row, i in enumerate(keep):
-            n = len(spans[row])
-            out[i] = Decoded(names[row][: lengths[row]], spans[row], probs[start : start + n])
-            start += n
+        head.attrs["decode"](model, head, output, batch)
     return _filled(out)
+
+
+def _kept_scores(model: Model, output, batch: Batch) -> Floats3d:
+    """The scores of the batch's non-empty docs, cut to the longest of them."""
+    T = max(batch.lengths)
+    if len(batch.keep) == len(output.lengths):
+        return output.scores[:, :T]
+    return output.scores[model.ops.asarray1i(batch.keep)][:, :T]
+
+
+def decode_autoregressive(model: Model, head: Model, output, batch: Batch) -> None:
+    """The emitter's own search over the token features (``TaggerOutput.features``)."""
+    domain_tags = model.attrs["domain_tags"]
+    emitter = torch_module(model.get_ref("emitter"))
+    T = max(batch.lengths)
+    idx = model.ops.asarray1i(batch.keep)
+    X = xp2torch(output.features[idx][:, :T], device=torch_device(head))
+    lengths_t = torch.tensor(batch.lengths, dtype=torch.long)
+    was_training = emitter.training
+    emitter.eval()
+    try:
+        tag_ids, path_logits = emitter.decode(X, lengths_t, batch.domains, whitespace=batch.whitespace)
+    finally:
+        emitter.train(was_training)
+    logp = [torch.log_softmax(p, dim=-1).cpu().numpy() for p in path_logits]
+    for row, i in enumerate(batch.keep):
+        batch.out[i] = _with_token_probs(domain_tags[batch.domains[row]], tag_ids[row], logp[row])
+
+
+def decode_softmax(model: Model, head: Model, output, batch: Batch) -> None:
+    """The best BIO-valid sequence under the log-probabilities of the scores."""
+    domain_tags = model.attrs["domain_tags"]
+    tags_t, extra = head.predict(
+        HeadInput(_kept_scores(model, output, batch), batch.lengths, batch.domains, None, batch.whitespace)
+    )
+    tags = tags_t.cpu().numpy()
+    logp = extra["logp"].cpu().numpy()
+    for row, i in enumerate(batch.keep):
+        ids = tags[row, : batch.lengths[row]].tolist()
+        batch.out[i] = _with_token_probs(domain_tags[batch.domains[row]], ids, logp[row])
+
+
+def decode_crf(model: Model, head: Model, output, batch: Batch) -> None:
+    """Viterbi, then each entity's marginal probability from the CRF's lattice."""
+    domain_tags = model.attrs["domain_tags"]
+    domains, lengths = batch.domains, batch.lengths
+    tags_t, extra = head.predict(
+        HeadInput(_kept_scores(model, output, batch), lengths, domains, None, batch.whitespace)
+    )
+    # one host copy of the tags; spans found on the host, their probabilities computed on
+    # the device from the lattice, one host copy of them
+    tags = tags_t.cpu().numpy()
+    device = tags_t.device
+    present = sorted(set(domains))
+    which = {d: i for i, d in enumerate(present)}
+    table = iob2_spans_batch(tags, lengths, [domain_tags[d] for d in domains])
+    probs = numpy.zeros((0,))
+    if len(table.rows):
+        kinds = [_label_tag_ids(tuple(domain_tags[d])) for d in present]
+        K = max(len(begin) for begin, _ in kinds)
+        begin_of = numpy.full((len(present), K), -1, dtype="int64")
+        inside_of = numpy.full((len(present), K), -1, dtype="int64")
+        for i, (begin, inside) in enumerate(kinds):
+            begin_of[i, : len(begin)], inside_of[i, : len(inside)] = begin, inside
+        domain_of = numpy.array([which[d] for d in domains], dtype="int64")[table.rows]
+        first = tags[table.rows, table.starts]
+        columns = numpy.stack(
+            [table.rows, table.starts, table.ends, begin_of[domain_of, first], inside_of[domain_of, first]]
+        )
+        log_probs = extra["lattice"].span_log_probs(*torch.from_numpy(columns).to(device))
+        probs = numpy.minimum(1.0, numpy.exp(log_probs.cpu().numpy()))
+    spans = table.per_doc(len(batch.keep))
+    probs = probs.tolist()
+    names = numpy.empty(tags.shape, dtype=object)  # every doc's tag names, one host list
+    for d in present:
+        rows = numpy.array([row for row, x in enumerate(domains) if x == d])
+        names[rows] = numpy.array(domain_tags[d], dtype=object)[tags[rows]]
+    names = names.tolist()
+    start = 0
+    for row, i in enumerate(batch.keep):
+        n = len(spans[row])
+        batch.out[i] = Decoded(names[row][: lengths[row]], spans[row], probs[start : start + n])
+        start += n
 
 
 def _filled(out: List[Optional[Decoded]]) -> List[Decoded]:
@@ -253,50 +331,3 @@ def _with_token_probs(names: Sequence[str], ids: Sequence[int], logp: numpy.ndar
     return Decoded(tags, spans, probs)
 
 
-def _crf_to_host(extra: Dict[str, Any]) -> Dict[str, numpy.ndarray]:
-    """The CRF lattice of :meth:`CRFHead.decode` on the host, with its full forward and backward
-    scores: the input of the per-span reference :func:`crf_span_log_prob`."""
-    lattice = extra["lattice"]
-    alpha, beta, log_z = lattice.forward_backward()
-    return {
-        "alpha": alpha.double().cpu().numpy(),
-        "beta": beta.double().cpu().numpy(),
-        "log_z": log_z.double().cpu().numpy(),
-        "emissions": lattice.emissions.detach().double().cpu().numpy(),
-        "trans": lattice.trans.detach().double().cpu().numpy(),
-        "end": lattice.end.detach().double().cpu().numpy(),
-        "inside": lattice.is_inside.cpu().numpy(),
-    }
-
-
-def crf_span_log_prob(
-    host: Dict[str, numpy.ndarray], row: int, length: int, whitespace: numpy.ndarray,
-    start: int, end: int, begin_id: int, inside_id: int,
-) -> float:
-    """Log marginal probability that tokens ``start:end`` are one entity (``B-X I-X ...``
-    followed by anything but ``I-X``) under the CRF lattice of doc ``row``."""
-    E = host["emissions"][row]
-    trans = host["trans"][row]
-
-    inside = host["inside"][row]
-
-    def move(t: int, prev: int) -> numpy.ndarray:
-        # scores of moving from `prev` at t-1 into every tag at t (whitespace rule included)
-        scores = trans[prev].copy()
-        if whitespace[t - 1] and inside[prev]:
-            scores[~inside] = -numpy.inf
-        return scores
-
-    score = host["alpha"][row, start, begin_id]
-    prev = begin_id
-    for t in range(start + 1, end):
-        score += move(t, prev)[inside_id] + E[t, inside_id]
-        prev = inside_id
-    if end < length:
-        nxt = move(end, prev) + E[end] + host["beta"][row, end]
-        nxt[inside_id] = -numpy.inf
-        top = nxt.max()
-        score += top + numpy.log(numpy.exp(nxt - top).sum()) if numpy.isfinite(top) else -numpy.inf
-    else:
-        score += host["end"][row, prev]
-    return float(score - host["log_z"][row])

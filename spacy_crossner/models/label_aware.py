@@ -16,6 +16,7 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
+from .head import build_autoregressive_head
 from .base import (
     TaggerInput,
     TaggerOutput,
@@ -71,10 +72,9 @@ def build_label_aware_tagger(
         "label_aware_tagger",
         tok2vec,
         emitter,
-        use_crf=False,
+        head=build_autoregressive_head(),
         forward=label_aware_forward,
         init=label_aware_init,
-        head="autoregressive",
     )
 
 

@@ -23,6 +23,7 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
+from .head import head_for
 from .base import TaggerInput, TaggerOutput, build_crossner_model, get_emitter
 from .pytorch_moee import TASK1_TAGS, MoEEEmitter
 
@@ -86,7 +87,7 @@ def build_moee(
         coarse_tags=coarse_tags,
         concat_hidden=concat_hidden,
     )
-    return build_crossner_model("moee", tok2vec, emitter, use_crf=use_crf)
+    return build_crossner_model("moee", tok2vec, emitter, head=head_for(use_crf))
 
 
 def get_moee_emitter(model: Model) -> MoEEEmitter:

@@ -21,6 +21,7 @@ from thinc.api import Model
 from thinc.types import Floats2d
 
 from ..lm import EntityDictionary, build_lm_vocab, lm_word_ids
+from .head import head_for
 from .base import TaggerInput, TaggerOutput, build_crossner_model, crossner_init, get_emitter
 from .embed import require_context_free
 from .pytorch_multi_cell import (
@@ -111,7 +112,7 @@ def build_multi_cell_lstm(
     )
     use_lm = lm_weight > 0
     model = build_crossner_model(
-        "multi_cell_lstm", tok2vec, emitter, use_crf=use_crf,
+        "multi_cell_lstm", tok2vec, emitter, head=head_for(use_crf),
         extra_inputs=multi_cell_extra_inputs, init=multi_cell_init,
     )
     model.attrs.update(

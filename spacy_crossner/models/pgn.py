@@ -24,6 +24,7 @@ from thinc.types import Floats2d
 
 from ..domains import example_domain
 from ..lm import build_lm_vocab, lm_word_ids
+from .head import head_for
 from .base import TaggerInput, TaggerOutput, build_crossner_model, get_emitter
 from .embed import require_context_free
 from .pytorch_pgn import PGNEmitter
@@ -119,7 +120,7 @@ def build_pgn_bilstm(
         meta_scale=meta_scale,
     )
     model = build_crossner_model(
-        "pgn_bilstm", tok2vec, emitter, use_crf=use_crf, extra_inputs=pgn_extra_inputs
+        "pgn_bilstm", tok2vec, emitter, head=head_for(use_crf), extra_inputs=pgn_extra_inputs
     )
     model.attrs.update(
         uses_raw_text=True,

@@ -43,7 +43,7 @@ class LinearEmitter(Emitter):
         self.heads = DomainHeads()
 
     def setup(self, n_in: int, domain_tags: Dict[str, Sequence[str]], build_config: Dict[str, Any]):
-        self.heads.setup(n_in, domain_tags)
+        self.heads.setup(n_in, domain_tags, build_config)
 
     def forward(
         self,
@@ -75,7 +75,7 @@ class BiLSTMEmitter(Emitter):
         self.lstm = shared_bilstm(
             self.lstm, n_in, self.hidden_size, self.depth, self.dropout_rate, "BiLSTMCRF"
         )
-        self.heads.setup(2 * self.hidden_size, domain_tags)
+        self.heads.setup(2 * self.hidden_size, domain_tags, build_config)
 
     def forward(
         self,

@@ -1,28 +1,104 @@
 """Torch modules shared by the architectures: per-domain linear maps, and the output heads
 that turn a batch's padded emissions into the NER loss and into decoded tags.
 
-Linear maps and CRFs grow in place when a domain or a label is added (pre-train then
-fine-tune), keeping the weights of what was there before. Module keys are derived from domain
+When a domain or a label is added (pre-train then fine-tune), a linear map or CRF whose
+domain gained tags is replaced by a larger one under a new name (:func:`generation_name`)
+that keeps the weights of what was there before. Module keys are derived from domain
 names, which may hold characters that torch forbids in module names.
 
 Shapes: B docs, T longest doc, K tags of the widest domain in the batch (columns past a
 domain's own tags are padding).
 """
 import functools
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
-from torchcrf import CRF
 
 from ..decoding import FORBIDDEN, allowed_moves, tag_kinds
 
 NEG_INF = float("-inf")
+# keys of the component's build_config: per domain, how often its head / its CRF was resized
+HEAD_GENERATIONS = "head_generations"
+CRF_GENERATIONS = "crf_generations"
 
 
 def module_key(domain: str) -> str:
     """A torch-safe module name for a domain name (``.`` is not allowed in module names)."""
     return "".join(c if (c.isalnum() or c == "_") else f"-{ord(c)}-" for c in domain)
+
+
+def generation_name(base: str, generation: int) -> str:
+    """The name of a module that may be rebuilt larger: ``base`` as first built, ``base-gN``
+    after its N-th resize.
+
+    A resized output is new parameters under a new name: thinc's optimizer keys its state by
+    parameter name, so it sees them as new (fresh moments), as it sees the new output layer of
+    spaCy textcat's ``resize_output``; nothing edits the optimizer. The generations are kept
+    in the component's ``build_config`` so a loaded model is rebuilt under the saved names.
+    (``-`` never appears in :func:`module_key`'s keys unescaped, so names cannot collide.)
+    """
+    return base if generation == 0 else f"{base}-g{generation}"
+
+
+class Regrown:
+    """Mixin of a torch module some of whose submodules or parameters (``GROWN``) are rebuilt
+    larger under new names (:func:`generation_name`, one generation per name in
+    ``generations``): they stay reachable under their first names (``self.proj``); absent
+    ones raise AttributeError (:meth:`grown` gives None instead)."""
+
+    GROWN: Tuple[str, ...] = ()
+
+    @property
+    def generations(self) -> Dict[str, int]:
+        """Per name of ``GROWN``, how often it was rebuilt (absent: never)."""
+        return self.__dict__.setdefault("_generations", {})
+
+    def __getattr__(self, name: str):
+        if name in type(self).GROWN:
+            name = generation_name(name, self.__dict__.get("_generations", {}).get(name, 0))
+        return super().__getattr__(name)
+
+    def grown(self, name: str):
+        """The submodule or parameter ``name`` of the current generation, None before setup."""
+        return getattr(self, name, None)
+
+    def replace_grown(self, name: str, value) -> None:
+        """Register ``value`` (a module or parameter) as ``name``: under its first name if
+        there is none yet, else as the next generation in place of the current one."""
+        generations = self.generations
+        if self.grown(name) is not None:
+            delattr(self, generation_name(name, generations.get(name, 0)))
+            generations[name] = generations.get(name, 0) + 1
+        self._register_grown(name, value)
+
+    def restore_generations(self, saved: Optional[Dict[str, int]]) -> None:
+        """Move what is registered to the generations a saved model had (``saved``, name ->
+        generation, from the build config), so its weights load under their saved names."""
+        generations = self.generations
+        for name in type(self).GROWN:
+            target = int((saved or {}).get(name, 0))
+            value = self.grown(name)
+            if value is None or target <= generations.get(name, 0):
+                continue
+            delattr(self, generation_name(name, generations.get(name, 0)))
+            generations[name] = target
+            self._register_grown(name, value)
+
+    def _register_grown(self, name: str, value) -> None:
+        key = generation_name(name, self.__dict__.get("_generations", {}).get(name, 0))
+        if isinstance(value, nn.Parameter):
+            self.register_parameter(key, value)
+        else:
+            self.add_module(key, value)
+
+
+def merge_generations(own: Dict[str, int], saved: Optional[Dict[str, int]]) -> Dict[str, int]:
+    """A module's generations (``own``, updated in place) after those recorded in a build
+    config (``saved``, e.g. of a loaded pipeline): the later of the two per key."""
+    for key, generation in (saved or {}).items():
+        own[key] = max(own.get(key, 0), int(generation))
+    return own
 
 
 class DomainHeads(nn.Module):
@@ -31,15 +107,22 @@ class DomainHeads(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.heads = nn.ModuleDict()
+        self.generations: Dict[str, int] = {}  # per domain: how often its head was resized
 
-    def setup(self, n_in: int, domain_tags: Dict[str, Sequence[str]]) -> None:
-        """Create missing heads and grow heads whose domain gained tags.
+    def setup(
+        self, n_in: int, domain_tags: Dict[str, Sequence[str]], build_config: Optional[Dict[str, Any]] = None
+    ) -> None:
+        """Create missing heads, and replace a head whose domain's tags changed in number by a
+        new one (under a new name: :func:`generation_name`) that keeps the rows it had.
 
         n_in (int): width of the hidden states.
         domain_tags (Dict[str, Sequence[str]]): the tags of each domain (new tags appended).
+        build_config (Optional[Dict[str, Any]]): the component's build config: the heads'
+            generations are read from and recorded in its ``head_generations``.
         """
+        generations = merge_generations(self.generations, (build_config or {}).get(HEAD_GENERATIONS))
         for domain, tags in domain_tags.items():
-            key = module_key(domain)
+            key = generation_name(module_key(domain), generations.get(domain, 0))
             if key not in self.heads:
                 self.heads[key] = nn.Linear(n_in, len(tags))
                 continue
@@ -49,25 +132,33 @@ class DomainHeads(nn.Module):
                     f"The head of domain '{domain}' expects inputs of width {old.in_features}, "
                     f"not {n_in}: the input features changed width since training."
                 )
-            if old.out_features > len(tags):
-                # Fewer tags than before (initialize called again with other labels): start over.
-                self.heads[key] = nn.Linear(n_in, len(tags)).to(old.weight.device)
-            elif old.out_features < len(tags):
-                new = nn.Linear(n_in, len(tags)).to(old.weight.device)
+            if old.out_features == len(tags):
+                continue
+            new = nn.Linear(n_in, len(tags)).to(old.weight.device)
+            if old.out_features < len(tags):  # grown: the old tags keep their rows
                 with torch.no_grad():
                     new.weight[: old.out_features] = old.weight
                     new.bias[: old.out_features] = old.bias
-                self.heads[key] = new
+            # (fewer tags than before: initialize called again with other labels, start over)
+            del self.heads[key]
+            generations[domain] = generations.get(domain, 0) + 1
+            self.heads[generation_name(module_key(domain), generations[domain])] = new
+        if build_config is not None and generations:
+            build_config[HEAD_GENERATIONS] = dict(generations)
+
+    def head(self, domain: str) -> nn.Linear:
+        """The linear map of a domain."""
+        return self.heads[generation_name(module_key(domain), self.generations.get(domain, 0))]
 
     def n_tags(self, domain: str) -> int:
-        return self.heads[module_key(domain)].out_features
+        return self.head(domain).out_features
 
     def copy_rows(self, source: str, target: str, shared: Sequence[Tuple[int, int]]) -> None:
         """Give ``target``'s head the rows (weights, bias) of ``source``'s for shared tags.
 
         shared (Sequence[Tuple[int, int]]): (source tag id, target tag id) pairs.
         """
-        src, dst = self.heads[module_key(source)], self.heads[module_key(target)]
+        src, dst = self.head(source), self.head(target)
         if src.in_features != dst.in_features:
             raise ValueError(f"The heads of '{source}' and '{target}' differ in input width")
         with torch.no_grad():
@@ -88,20 +179,36 @@ class DomainHeads(nn.Module):
             idx = torch.tensor(
                 [i for i, d in enumerate(domains) if d == domain], device=hidden.device
             )
-            scores = self.heads[module_key(domain)](hidden.index_select(0, idx))
+            scores = self.head(domain)(hidden.index_select(0, idx))
             out = out.index_put((idx,), nn.functional.pad(scores, (0, k_max - scores.shape[-1])))
         return out
 
 
-class ConstrainedCRF(CRF):
-    """pytorch-crf's CRF whose forbidden BIO moves stay at a fixed, prohibitive score.
+class ConstrainedCRF(nn.Module):
+    """A linear-chain CRF over one domain's tags whose forbidden BIO moves stay at a fixed,
+    prohibitive score (``FORBIDDEN``).
 
     The mask is applied before every use, so neither the likelihood nor decoding can give
     mass to an invalid sequence (e.g. ``O -> I-X``); learnt scores of allowed moves are kept.
+    Its parameters are pytorch-crf's (``start_transitions``, ``end_transitions``,
+    ``transitions`` [previous, next], same names and initialisation, so saved pipelines
+    load); the computation is the :class:`Lattice`'s, the one CRF implementation of the
+    package: the likelihood here, Viterbi and the marginals at decoding (:class:`CRFHead`).
     """
 
     def __init__(self, tags: Sequence[str]) -> None:
-        super().__init__(len(tags), batch_first=True)
+        super().__init__()
+        n = len(tags)
+        if n < 1:
+            raise ValueError("A CRF needs at least one tag")
+        self.num_tags = n
+        self.start_transitions = nn.Parameter(torch.empty(n))
+        self.end_transitions = nn.Parameter(torch.empty(n))
+        self.transitions = nn.Parameter(torch.empty(n, n))
+        # pytorch-crf's initialisation, drawn in its order
+        nn.init.uniform_(self.start_transitions, -0.1, 0.1)
+        nn.init.uniform_(self.end_transitions, -0.1, 0.1)
+        nn.init.uniform_(self.transitions, -0.1, 0.1)
         self.set_tags(tags)
 
     def set_tags(self, tags: Sequence[str]) -> None:
@@ -114,24 +221,24 @@ class ConstrainedCRF(CRF):
         self.register_buffer("is_inside", torch.from_numpy(is_inside), persistent=False)
         self.to(self.transitions.device)
 
-    def grow(self, tags: Sequence[str]) -> None:
-        """Extend to a longer tag list whose prefix is the current one."""
-        old = self.num_tags
-        new = len(tags)
-        if new > old:
-            device = self.transitions.device
-            trans = torch.zeros((new, new), device=device).uniform_(-0.1, 0.1)
-            start = torch.zeros((new,), device=device).uniform_(-0.1, 0.1)
-            end = torch.zeros((new,), device=device).uniform_(-0.1, 0.1)
-            with torch.no_grad():
-                trans[:old, :old] = self.transitions
-                start[:old] = self.start_transitions
-                end[:old] = self.end_transitions
-            self.transitions = nn.Parameter(trans)
-            self.start_transitions = nn.Parameter(start)
-            self.end_transitions = nn.Parameter(end)
-            self.num_tags = new
-        self.set_tags(tags)
+    def grown(self, tags: Sequence[str]) -> "ConstrainedCRF":
+        """A new CRF over a longer tag list whose prefix is the current one, with the scores
+        of the current tags' moves (the new moves start fresh)."""
+        n, device = self.num_tags, self.transitions.device
+        # the new moves' scores: pytorch-crf's initialisation, drawn in this order
+        trans = torch.zeros((len(tags), len(tags)), device=device).uniform_(-0.1, 0.1)
+        start = torch.zeros((len(tags),), device=device).uniform_(-0.1, 0.1)
+        end = torch.zeros((len(tags),), device=device).uniform_(-0.1, 0.1)
+        with torch.random.fork_rng(devices=[]):  # the constructor's own draws are overwritten
+            new = ConstrainedCRF(tags).to(device)
+        with torch.no_grad():
+            trans[:n, :n] = self.transitions
+            start[:n] = self.start_transitions
+            end[:n] = self.end_transitions
+            new.transitions.copy_(trans)
+            new.start_transitions.copy_(start)
+            new.end_transitions.copy_(end)
+        return new
 
     def apply_constraints(self) -> None:
         with torch.no_grad():
@@ -139,26 +246,54 @@ class ConstrainedCRF(CRF):
             self.transitions.masked_fill_(~self.allowed_transitions, FORBIDDEN)
             self.end_transitions.masked_fill_(~self.allowed_end, FORBIDDEN)
 
-    def forward(self, emissions, tags, mask=None, reduction="sum"):
-        self.apply_constraints()
-        return super().forward(emissions, tags, mask=mask, reduction=reduction)
+    def forward(
+        self, emissions: torch.Tensor, tags: torch.Tensor, mask: Optional[torch.Tensor] = None,
+        reduction: str = "sum",
+    ) -> torch.Tensor:
+        """Log-likelihood of the tags (pytorch-crf's ``forward``, batch first).
 
-    def _compute_score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The gold path's score, all steps at once (pytorch-crf loops over the steps and
-        indexes each with a new CPU ``arange``: a host-to-device copy per step on a GPU).
-
-        emissions (T, B, K), tags (T, B), mask (T, B) with mask[0] all set: time-major, as
-        pytorch-crf's ``forward`` passes them. RETURNS: (B,).
+        emissions (B, T, K); tags (B, T) long; mask (B, T) bool, each row a prefix of at least
+        one token (default: all). reduction: "sum" (a scalar) or "none" (B,).
         """
-        weights = mask.to(emissions.dtype)
-        emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # (T, B)
-        score = self.start_transitions[tags[0]] + emitted[0]
-        if tags.shape[0] > 1:
-            moves = self.transitions[tags[:-1], tags[1:]]  # (T - 1, B)
-            score = score + ((moves + emitted[1:]) * weights[1:]).sum(0)
-        last = mask.long().sum(0) - 1  # (B,)
-        last_tags = tags.gather(0, last.unsqueeze(0)).squeeze(0)
-        return score + self.end_transitions[last_tags]
+        if reduction not in ("sum", "none"):
+            raise ValueError(f"reduction must be 'sum' or 'none', not {reduction!r}")
+        lattice = self.lattice(emissions, mask)
+        llh = lattice.path_scores(tags) - lattice.log_partition()
+        return llh.sum() if reduction == "sum" else llh
+
+    def log_partition(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(B,) log Z of each sequence (emissions (B, T, K), mask (B, T) as in ``forward``)."""
+        return self.lattice(emissions, mask).log_partition()
+
+    @torch.no_grad()
+    def decode(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None) -> List[List[int]]:
+        """The best tag sequence of each row (Viterbi; forbidden moves never taken)."""
+        lattice = self.lattice(emissions, mask, decoding=True)
+        tags = lattice.viterbi().tolist()
+        return [row[:n] for row, n in zip(tags, lattice.lengths.tolist())]
+
+    def lattice(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None, decoding: bool = False) -> "Lattice":
+        """The :class:`Lattice` of a batch under this CRF: its moves at their constrained
+        scores (``FORBIDDEN``; -inf when ``decoding``), one group, no whitespace rule."""
+        self.apply_constraints()
+        B, T, K = emissions.shape
+        device, dtype = emissions.device, emissions.dtype
+        if mask is None:
+            lengths = torch.full((B,), T, dtype=torch.long, device=device)
+        else:
+            lengths = mask.long().sum(dim=1).to(device)
+        start, trans, end = (p.to(dtype) for p in (self.start_transitions, self.transitions, self.end_transitions))
+        whitespace = is_inside = None
+        if decoding:
+            start = start.masked_fill(~self.allowed_start, NEG_INF)
+            trans = trans.masked_fill(~self.allowed_transitions, NEG_INF)
+            end = end.masked_fill(~self.allowed_end, NEG_INF)
+            whitespace = torch.zeros((B, T), dtype=torch.bool, device=device)
+            is_inside = self.is_inside[None].expand(B, K)
+        return Lattice(
+            emissions, lengths, start[None].expand(B, K), trans[None], end[None].expand(B, K),
+            whitespace=whitespace, is_inside=is_inside, group=torch.zeros(B, dtype=torch.long, device=device),
+        )
 
 
 STACKED_GROUPS = 4  # up to this many transition tables in a batch: one stacked GEMM per step
@@ -246,8 +381,10 @@ class Lattice:
         self.whitespace = whitespace
         self.bio = bio
         T = emissions.shape[1]
-        flags = whitespace[:, : max(T - 1, 0)].any(dim=0)  # (T-1,): token t-1 is whitespace
-        self.ws_steps = set((flags.nonzero()[:, 0] + 1).tolist())
+        self.ws_steps = set()
+        if whitespace is not None:
+            flags = whitespace[:, : max(T - 1, 0)].any(dim=0)  # (T-1,): token t-1 is whitespace
+            self.ws_steps = set((flags.nonzero()[:, 0] + 1).tolist())
         self._packed: Optional[_Packed] = None
         self._scaled: Optional[_Scaled] = None
 
@@ -543,7 +680,7 @@ class Lattice:
 
         rows, starts, ends, begin_ids (the id of B-X), inside_ids (of I-X): (N,) long, on the
         lattice's device. RETURNS: (N,) log probabilities. The per-span reference is
-        :func:`~.head.crf_span_log_prob`. The forward-backward runs over the docs that have a
+        :func:`crf_span_log_prob` of tests/reference_decoders.py. The forward-backward runs over the docs that have a
         span only (:meth:`select`): a doc without entities needs no marginals.
         """
         if rows.shape[0] == 0:
@@ -589,6 +726,38 @@ class Lattice:
         nxt.masked_fill_(shut[:, None] & ~inside, NEG_INF).scatter_(1, inside_ids[:, None], NEG_INF)
         score += torch.where(ends < length, torch.logsumexp(nxt, dim=1), p.end[d, prev])
         return score - fb.log_z.index_select(0, d)
+
+    def log_partition(self) -> torch.Tensor:
+        """(B,) log Z, differentiable: the forward algorithm in log space (the likelihood's
+        normaliser; pytorch-crf's, step for step). Forbidden moves may be finite scores here
+        (the CRF's ``FORBIDDEN``) or -inf."""
+        E = self.emissions
+        B, T, K = E.shape
+        live = torch.arange(T, device=E.device)[None, :] < self.lengths.to(E.device)[:, None]
+        trans = self.trans
+        score = self.start + E[:, 0]
+        for t in range(1, T):
+            moves = self.move(t) if t in self.ws_steps else trans
+            step = torch.logsumexp(score[:, :, None] + moves + E[:, t, None, :], dim=1)
+            score = torch.where(live[:, t, None], step, score)
+        return torch.logsumexp(score + self.end, dim=1)
+
+    def path_scores(self, tags: torch.Tensor) -> torch.Tensor:
+        """(B,) score of each doc's tag sequence (tags (B, T) long; entries past a doc's
+        length are ignored, any valid id), differentiable, all steps at once. The moves must
+        be finite on the paths scored (the CRF's ``FORBIDDEN``, not -inf)."""
+        E = self.emissions
+        B, T, K = E.shape
+        lengths = self.lengths.to(E.device)
+        tags = tags.clamp(min=0)
+        weights = (torch.arange(T, device=E.device)[None, :] < lengths[:, None]).to(E.dtype)
+        emitted = E.gather(2, tags[:, :, None])[:, :, 0]  # (B, T)
+        score = self.start.gather(1, tags[:, :1])[:, 0] + emitted[:, 0]
+        if T > 1:
+            moves = self.group_trans[self.group[:, None], tags[:, :-1], tags[:, 1:]]  # (B, T - 1)
+            score = score + ((moves + emitted[:, 1:]) * weights[:, 1:]).sum(1)
+        last = tags.gather(1, (lengths - 1)[:, None])  # (B, 1)
+        return score + self.end.gather(1, last)[:, 0]
 
     def forward_backward_log(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The log-space reference of :meth:`forward_backward` (a log-sum-exp per step)."""
@@ -655,7 +824,7 @@ class DomainHead(nn.Module):
         super().__init__()
         self.domain_tags: Dict[str, List[str]] = {}
 
-    def setup(self, domain_tags: Dict[str, Sequence[str]]) -> None:
+    def setup(self, domain_tags: Dict[str, Sequence[str]], build_config: Optional[Dict[str, Any]] = None) -> None:
         self.domain_tags = {d: list(t) for d, t in domain_tags.items()}
 
     def n_tags(self, domains: List[str]) -> torch.Tensor:
@@ -720,6 +889,28 @@ class DomainHead(nn.Module):
             out[k].index_select(0, index) for k in ("begin", "inside", "valid", "start", "end", "trans")
         )
 
+    def forward(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str],
+        gold: Optional[torch.Tensor] = None, whitespace: Optional[torch.Tensor] = None,
+    ):
+        """With gold tags, the loss (:meth:`loss`); without, the decoding (:meth:`decode`;
+        ``whitespace`` (B, T) bool, no whitespace tokens when None).
+
+        emissions (B, T, K); lengths (B,); gold (B, T) tag ids, a row of -1 for a doc without
+        annotation (no loss).
+        """
+        if gold is not None:
+            return self.loss(emissions, lengths, domains, gold)
+        if whitespace is None:
+            whitespace = torch.zeros(emissions.shape[:2], dtype=torch.bool, device=emissions.device)
+        return self.decode(emissions, lengths, domains, whitespace)
+
+    def loss(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
+    ) -> torch.Tensor:
+        """The NER loss of a batch (a scalar tensor)."""
+        raise NotImplementedError
+
     def lattice(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str],
         whitespace: torch.Tensor,
@@ -742,19 +933,36 @@ class CRFHead(DomainHead):
     def __init__(self) -> None:
         super().__init__()
         self.crfs = nn.ModuleDict()
+        self.generations: Dict[str, int] = {}  # per domain: how often its CRF was resized
 
-    def setup(self, domain_tags: Dict[str, Sequence[str]]) -> None:
+    def setup(self, domain_tags: Dict[str, Sequence[str]], build_config: Optional[Dict[str, Any]] = None) -> None:
+        """Create missing CRFs, and replace the CRF of a domain whose tags changed in number by
+        a new one (under a new name: :func:`generation_name`) keeping the scores it had.
+
+        build_config (Optional[Dict[str, Any]]): the component's build config: the CRFs'
+            generations are read from and recorded in its ``crf_generations``.
+        """
         super().setup(domain_tags)
+        generations = merge_generations(self.generations, (build_config or {}).get(CRF_GENERATIONS))
         for domain, tags in domain_tags.items():
-            key = module_key(domain)
-            if key not in self.crfs or self.crfs[key].num_tags > len(tags):
-                # New domain, or fewer tags than before (re-initialized): a fresh CRF.
+            key = generation_name(module_key(domain), generations.get(domain, 0))
+            if key not in self.crfs:
                 self.crfs[key] = ConstrainedCRF(tags)
-            else:
-                self.crfs[key].grow(tags)
+                continue
+            old = self.crfs[key]
+            if old.num_tags == len(tags):
+                old.set_tags(tags)
+                continue
+            # more tags: the old ones keep their scores; fewer (re-initialized): start over
+            new = old.grown(tags) if old.num_tags < len(tags) else ConstrainedCRF(tags).to(old.transitions.device)
+            del self.crfs[key]
+            generations[domain] = generations.get(domain, 0) + 1
+            self.crfs[generation_name(module_key(domain), generations[domain])] = new
+        if build_config is not None and generations:
+            build_config[CRF_GENERATIONS] = dict(generations)
 
     def get(self, domain: str) -> ConstrainedCRF:
-        return self.crfs[module_key(domain)]
+        return self.crfs[generation_name(module_key(domain), self.generations.get(domain, 0))]
 
     def copy_rows(self, source: str, target: str, shared: Sequence[Tuple[int, int]]) -> None:
         """Give ``target``'s CRF the start, end and transition scores of ``source``'s among the
@@ -767,7 +975,7 @@ class CRFHead(DomainHead):
                 for k, l in shared:
                     dst.transitions[j, l] = src.transitions[i, k]
 
-    def forward(
+    def loss(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
     ) -> torch.Tensor:
         """Summed negative log-likelihood of the gold tags, divided by the labelled docs.
@@ -833,9 +1041,10 @@ class SoftmaxHead(DomainHead):
     the log-probabilities (no learnt transitions); an entity's probability is the product of
     its tokens' probabilities."""
 
-    def forward(
+    def loss(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
     ) -> torch.Tensor:
+        """Summed token cross-entropy of the gold tags, divided by the labelled docs."""
         B, T, K = emissions.shape
         labelled = (gold >= 0).any(dim=1)
         n_docs = max(int(labelled.sum()), 1)

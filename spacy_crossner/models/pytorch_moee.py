@@ -21,8 +21,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .pytorch_emitter import Emitter, Losses
 from ..decoding import OUTSIDE
 from .pytorch_emitters import shared_bilstm
-from .pytorch_heads import ConstrainedCRF, DomainHeads, module_key
+from .pytorch_heads import ConstrainedCRF, DomainHeads, Regrown
 
+EXPERT_GENERATION = "moee_expert_generation"  # key of the component's build_config
 
 # Task-1 tag sets: B/I kept and types merged (the paper's, default), or entity vs O only.
 TASK1_TAGS = {"bio": ["O", "B-ENT", "I-ENT"], "binary": ["O", "ENT"]}
@@ -69,41 +70,48 @@ def coarse_tag_maps(
     return task1, gate
 
 
-class EntityExperts(nn.Module):
+class EntityExperts(Regrown, nn.Module):
     """E = types + 1 linear experts and a softmax gate, computed by one stacked linear map.
 
     ``proj.weight`` has shape (E * d_e + E, n_in): rows ``a*d_e:(a+1)*d_e`` are expert a's
-    W_a, the last E rows the gate's W_g. Expert 0 is the non-entity expert.
+    W_a, the last E rows the gate's W_g. Expert 0 is the non-entity expert. ``proj`` is
+    rebuilt for new types under a new name (:class:`~.pytorch_heads.Regrown`): the optimizer
+    sees it as new parameters.
     """
+
+    GROWN = ("proj",)
 
     def __init__(self, expert_width: int) -> None:
         super().__init__()
         self.expert_width = expert_width
         self.types: List[str] = []
-        self.proj: Optional[nn.Linear] = None
 
     @property
     def n_experts(self) -> int:
         return len(self.types) + 1
 
-    def setup(self, n_in: int, types: Sequence[str]) -> None:
-        """Create the experts, or re-key them for a new type list keeping weights by name.
+    def setup(self, n_in: int, types: Sequence[str], build_config: Optional[Dict[str, Any]] = None) -> None:
+        """Create the experts, or rebuild them for a new type list keeping weights by name.
 
         n_in (int): width of the hidden states.
         types (Sequence[str]): the entity types, one expert each (sorted here).
+        build_config (Optional[Dict[str, Any]]): the component's build config: the experts'
+            generation is read from and recorded in its ``moee_expert_generation``.
         """
+        if self.grown("proj") is None and build_config:
+            self.generations["proj"] = int(build_config.get(EXPERT_GENERATION, 0))
         types = sorted(set(types))
-        if self.proj is not None and self.proj.in_features != n_in:
+        if self.grown("proj") is not None and self.proj.in_features != n_in:
             raise ValueError(
                 f"The MoEE experts expect hidden states of width {self.proj.in_features}, not "
                 f"{n_in}: hidden_size/depth of [components.crossner.model] or its tok2vec changed."
             )
-        if self.proj is not None and types == self.types:
+        if self.grown("proj") is not None and types == self.types:
             return
         d_e, n_new = self.expert_width, len(types) + 1
         # nn.Linear's init depends on fan_in only, so this is E separate Linear layers' init.
         new = nn.Linear(n_in, n_new * d_e + n_new)
-        if self.proj is not None:
+        if self.grown("proj") is not None:
             old, n_old = self.proj, self.n_experts
             new = new.to(old.weight.device)
             old_index = {t: 1 + i for i, t in enumerate(self.types)}
@@ -118,8 +126,10 @@ class EntityExperts(nn.Module):
                     new.bias[rows_new] = old.bias[rows_old]
                     new.weight[n_new * d_e + a_new] = old.weight[n_old * d_e + a_old]
                     new.bias[n_new * d_e + a_new] = old.bias[n_old * d_e + a_old]
-        self.proj = new
+        self.replace_grown("proj", new)
         self.types = types
+        if build_config is not None and self.generations.get("proj"):
+            build_config[EXPERT_GENERATION] = self.generations["proj"]
 
     def expert_outputs(self, hidden: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Every expert's output and the gate logits, from one matrix product.
@@ -229,11 +239,11 @@ class MoEEEmitter(Emitter):
                 self.task1_crf = ConstrainedCRF(task1_tags)
         types = sorted({t for tags in domain_tags.values() for t in tag_types(tags)})
         if self.experts is not None:
-            self.experts.setup(d_h, types)
+            self.experts.setup(d_h, types, build_config)
             d_task2 = self.experts.expert_width + (d_h if self.concat_hidden else 0)
         else:
             d_task2 = d_h
-        self.heads.setup(d_task2, domain_tags)
+        self.heads.setup(d_task2, domain_tags, build_config)
         self._maps = {}
         for domain, tags in domain_tags.items():
             task1, gate = coarse_tag_maps(tags, types, self.coarse_tags)
@@ -341,7 +351,7 @@ class MoEEEmitter(Emitter):
         for domain in sorted(set(domains)):
             rows = [i for i, d in enumerate(domains) if d == domain]
             idx = torch.tensor(rows, device=hidden.device)
-            head = self.heads.heads[module_key(domain)]
+            head = self.heads.head(domain)
             scores = self.experts.folded_scores(hidden.index_select(0, idx), head)
             out = out.index_put((idx,), nn.functional.pad(scores, (0, k_max - scores.shape[-1])))
         return out

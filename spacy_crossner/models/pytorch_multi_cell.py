@@ -25,12 +25,13 @@ import torch
 from torch import nn
 
 from .pytorch_emitter import Emitter, Losses
-from .pytorch_heads import DomainHeads, module_key
+from .pytorch_heads import DomainHeads, Regrown, module_key
 from .pytorch_lm import SampledSoftmaxLM
 
 
 TYPES_KEY = "multi_cell_types"
 TARGET_KEY = "multi_cell_target"
+CELLS_GENERATION = "multi_cell_generations"  # per grown tensor, how often it was rebuilt larger
 LM_VOCAB_KEY = "lm_vocab"
 O_TYPE = "O"
 ATTENTION_SHARING = ("per_domain_code", "shared")
@@ -218,7 +219,7 @@ class _Recurrence(torch.autograd.Function):
         return dG, d_w_rec, d_P, d_Q, d_v, None, None
 
 
-class MultiCellEncoder(nn.Module):
+class MultiCellEncoder(Regrown, nn.Module):
     """The bidirectional multi-cell LSTM over an inventory of ET cells and attention sets.
 
     n_in (int): D, the width of the input features.
@@ -232,6 +233,9 @@ class MultiCellEncoder(nn.Module):
     carry the bias, recurrent ones none; v ~ U(±1/sqrt(2d)). The first axis of every parameter
     is the direction (0 = left-to-right, 1 = right-to-left).
     """
+
+    # grown for new types (ET cells) or domains (attention sets): new names, new parameters
+    GROWN = ("et_in_w", "et_rec_w", "et_in_b", "att_p", "att_q", "att_v")
 
     def __init__(self, n_in: int, width: int, n_cells: int, n_sets: int, identical_init: bool = True):
         super().__init__()
@@ -279,15 +283,15 @@ class MultiCellEncoder(nn.Module):
                 else:
                     fresh = MultiCellEncoder(self.n_in, self.width, extra, 1, False).to(self.et_in_w.device)
                     new_in, new_rec, new_b = fresh.et_in_w, fresh.et_rec_w, fresh.et_in_b
-                self.et_in_w = nn.Parameter(torch.cat([self.et_in_w, new_in], 2))
-                self.et_rec_w = nn.Parameter(torch.cat([self.et_rec_w, new_rec], 2))
-                self.et_in_b = nn.Parameter(torch.cat([self.et_in_b, new_b], 1))
+                self.replace_grown("et_in_w", nn.Parameter(torch.cat([self.et_in_w, new_in], 2)))
+                self.replace_grown("et_rec_w", nn.Parameter(torch.cat([self.et_rec_w, new_rec], 2)))
+                self.replace_grown("et_in_b", nn.Parameter(torch.cat([self.et_in_b, new_b], 1)))
             extra = n_sets - self.n_sets
             if extra > 0:
                 fresh = MultiCellEncoder(self.n_in, self.width, 1, extra, False).to(self.att_p.device)
-                self.att_p = nn.Parameter(torch.cat([self.att_p, fresh.att_p], 0))
-                self.att_q = nn.Parameter(torch.cat([self.att_q, fresh.att_q], 0))
-                self.att_v = nn.Parameter(torch.cat([self.att_v, fresh.att_v], 0))
+                self.replace_grown("att_p", nn.Parameter(torch.cat([self.att_p, fresh.att_p], 0)))
+                self.replace_grown("att_q", nn.Parameter(torch.cat([self.att_q, fresh.att_q], 0)))
+                self.replace_grown("att_v", nn.Parameter(torch.cat([self.att_v, fresh.att_v], 0)))
 
     def forward(
         self,
@@ -381,7 +385,7 @@ def _reverse_index(lengths: torch.Tensor, T: int) -> torch.Tensor:
     return torch.where(pos < lengths, lengths - 1 - pos, pos)
 
 
-class MultiCellEmitter(Emitter):
+class MultiCellEmitter(Regrown, Emitter):
     """Multi-cell LSTM emitter: encoder, entity-type and attention auxiliary losses, optional
     forward/backward language models on raw text, and a linear map per domain.
 
@@ -400,6 +404,8 @@ class MultiCellEmitter(Emitter):
     domain_weights (Dict[str, float]): weight of each domain's NER loss (scales the gradient
         the NER loss sends into the emitter; unlisted domains 1.0).
     """
+
+    GROWN = ("aux_w", "aux_b")  # rebuilt larger for new types (and the encoder's cells)
 
     def __init__(
         self,
@@ -438,8 +444,9 @@ class MultiCellEmitter(Emitter):
         self.domain_weights = dict(domain_weights or {})
         self.dropout = nn.Dropout(dropout)
         self.encoder: Optional[MultiCellEncoder] = None
-        self.aux_w: Optional[nn.Parameter] = None  # (L, 2d) entity-type heads w_k
-        self.aux_b: Optional[nn.Parameter] = None  # (L,)
+        # the entity-type heads `aux_w` (L, 2d) and `aux_b` (L,), and the encoder's cells and
+        # attention sets, are registered under generation_name(name, generation): rebuilt
+        # larger for new types or domains, they are new parameters to the optimizer
         self.heads = DomainHeads()
         self.lm: Optional[SampledSoftmaxLM] = None
         self.types: List[str] = []
@@ -476,15 +483,19 @@ class MultiCellEmitter(Emitter):
             keys = list(self.set_keys) + [module_key(d) for d in domain_tags if module_key(d) not in self.set_keys]
         self.set_keys = keys
         L = len(self.types)
+        saved = build_config.get(CELLS_GENERATION) or {}
         if self.encoder is None:
             self.encoder = MultiCellEncoder(n_in, self.width, L, len(keys), self.identical_init)
+            self.encoder.restore_generations(saved)
             bound = 1 / math.sqrt(2 * self.width)
             w = torch.empty(L, 2 * self.width).uniform_(-bound, bound)
             b = torch.empty(L).uniform_(-bound, bound)
             if self.identical_init:
                 w[:] = w[:1].clone()
                 b[:] = b[:1].clone()
-            self.aux_w, self.aux_b = nn.Parameter(w), nn.Parameter(b)
+            self.replace_grown("aux_w", nn.Parameter(w))
+            self.replace_grown("aux_b", nn.Parameter(b))
+            self.restore_generations(saved)
         else:
             if self.encoder.n_in != n_in:
                 raise ValueError(
@@ -495,9 +506,12 @@ class MultiCellEmitter(Emitter):
             self.encoder.grow(L, len(keys))
             if extra > 0:
                 with torch.no_grad():
-                    self.aux_w = nn.Parameter(torch.cat([self.aux_w, self.aux_w[:1].expand(extra, -1)]))
-                    self.aux_b = nn.Parameter(torch.cat([self.aux_b, self.aux_b[:1].expand(extra)]))
-        self.heads.setup(2 * self.width, domain_tags)
+                    self.replace_grown("aux_w", nn.Parameter(torch.cat([self.aux_w, self.aux_w[:1].expand(extra, -1)])))
+                    self.replace_grown("aux_b", nn.Parameter(torch.cat([self.aux_b, self.aux_b[:1].expand(extra)])))
+        generations = {k: g for k, g in {**self.encoder.generations, **self.generations}.items() if g}
+        if generations:
+            build_config[CELLS_GENERATION] = generations
+        self.heads.setup(2 * self.width, domain_tags, build_config)
         vocab = build_config.get(LM_VOCAB_KEY)
         if self.lm_weight > 0 and vocab and self.lm is None:
             self.lm = SampledSoftmaxLM(len(vocab), self.width, self.lm_samples, self.lm_logq_correction)

@@ -265,7 +265,7 @@ class PGNEmitter(Emitter):
         vocab = build_config.get("lm_vocab")
         if vocab and self.lm is None:
             self.lm = SampledSoftmaxLM(len(vocab), self.hidden_size, self.n_samples, self.logq_correction)
-        self.heads.setup(2 * self.hidden_size, domain_tags)
+        self.heads.setup(2 * self.hidden_size, domain_tags, build_config)
         self.clear_cache()
 
     # -- generated weights --------------------------------------------------------------------
