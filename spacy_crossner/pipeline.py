@@ -29,7 +29,7 @@ from .callbacks import make_configure_callback  # noqa: F401  (its old home: ins
 from .decoding import bio_tags
 from .domains import doc_domain, example_domain, labelled_domain
 from .heap import TRIM_EVERY, release_freed_memory
-from . import training_checks
+from .training_checks import check_initialize
 from .training_summary import print_training_summary
 from .models.base import TaggerInput, TaggerOutput
 from .models.head import Decoded, copy_domain_rows
@@ -323,7 +323,7 @@ class CrossNER(TrainablePipe):
             )
         for domain in self.cfg["labels"]:
             self.cfg["labels"][domain] = sorted(self.cfg["labels"][domain])
-        training_checks.check_initialize(self.cfg["labels"], nlp)
+        check_initialize(self.cfg["labels"], nlp)
         self._validate_domains()
         if self.cfg["target_domain"] is None and len(self.cfg["labels"]) > 1 and nlp is not None:
             self.cfg["target_domain"] = infer_target_domain(nlp, self)

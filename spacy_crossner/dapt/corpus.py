@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from ..gazetteer import Gazetteer
+from .text import DaptInputError, tokenize_words
 
 LEVELS = ("domain", "entity", "task", "integrated")
 # A line longer than this is almost surely not a sentence or paragraph (a file without newlines,
@@ -50,12 +51,7 @@ LEVELS = ("domain", "entity", "task", "integrated")
 DEFAULT_MAX_LINE_CHARS = 100_000
 
 _SENT_END = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
-_WORD = re.compile(r"\w+(?:[-'\u2019]\w+)*|[^\w\s]")
 _SPACE = re.compile(r"\s+")
-
-
-class DaptInputError(ValueError):
-    """A user error in the input of DAPT or select-corpus: the CLI prints it without traceback."""
 
 
 def iter_lines(path: Union[str, Path], *, max_line_chars: int = DEFAULT_MAX_LINE_CHARS) -> Iterator[str]:
@@ -131,11 +127,6 @@ def _first_bad_utf8(path: Path) -> Tuple[int, int, int]:
 def split_sentences(text: str) -> List[str]:
     """Split a paragraph into sentences with the rule of this module's docstring."""
     return [s.strip() for s in _SENT_END.split(text) if s.strip()]
-
-
-def tokenize_words(text: str) -> List[str]:
-    """Word tokens used for entity matching and token counts (no model tokenizer needed)."""
-    return _WORD.findall(text)
 
 
 def read_entity_lists(

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-from .corpus import DaptInputError, tokenize_words
+from .text import DaptInputError, tokenize_words
 
 SCORERS = ("lexical", "minilm")
 DEFAULT_BACKGROUND = 20_000
