@@ -284,6 +284,20 @@ def test_batch_size_below_one_is_refused_for_the_lexical_scorer_too(tmp_path, fi
     assert "--batch-size must be at least 1, got 0" in result.output
 
 
+@pytest.mark.parametrize("command", ["select-corpus", "dapt"])
+def test_over_long_line_names_the_option(tmp_path, command):
+    # before: "(or raise the line-length limit)", naming no option
+    corpus = tmp_path / "long.txt"
+    corpus.write_text("short line .\n" + "word " * 30 + "\n", encoding="utf8")
+    entities = tmp_path / "algorithm.txt"
+    entities.write_text("word\n", encoding="utf8")
+    extra = ["--entities", entities] if command == "select-corpus" else ["--max-steps", 1]
+    result = cli(command, corpus, tmp_path / "o", "--max-line-chars", 50, *extra)
+    assert result.exit_code == 1
+    assert "line 2 is longer than 50 characters" in result.output
+    assert "raise the limit with --max-line-chars" in result.output
+
+
 # -- init-config ----------------------------------------------------------------------------------
 
 
