@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from test_best_pipeline import corpora  # noqa: F401  (converted source and target, a module fixture)
 from test_self_train import data  # noqa: F401  (the tiny trained teacher, a module fixture)
 
 from spacy_crossner.augment import create_mention_replace_augmenter
@@ -353,3 +354,73 @@ def test_best_pipeline_refuses_before_training(monkeypatch, tmp_path):
     monkeypatch.setattr(thinc.api, "require_gpu", no_gpu)
     with pytest.raises(BestPipelineError, match=r"--gpu-id 0: Cannot use GPU, CuPy is not installed; use --gpu-id -1"):
         best_pipeline(**common, gpu_id=0)
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    import spacy_crossner.best
+
+    def training(*args, **kwargs):
+        raise AssertionError("a training started")
+
+    monkeypatch.setattr(spacy_crossner.best, "run_training", training)
+
+
+def test_best_pipeline_workdir_or_cache_that_is_a_file(tmp_path, corpora, no_training):  # noqa: F811
+    # before: [Errno 17] File exists / [Errno 20] Not a directory, with no option named
+    _tmp, source, target = corpora
+    blocker = tmp_path / "f.txt"
+    blocker.write_text("x\n", encoding="utf8")
+    common = dict(sources=[source], target=target, output=tmp_path / "o")
+    for option, value, message in [
+        ("workdir", blocker, f"--workdir {blocker} is a file, not a folder"),
+        ("workdir", blocker / "w", f"--workdir {blocker / 'w'}: {blocker} is a file, not a folder"),
+        ("cache", blocker, f"--cache {blocker} is a file, not a folder"),
+        ("cache", blocker / "c", f"--cache {blocker / 'c'}: {blocker} is a file, not a folder"),
+    ]:
+        result = cli("best-pipeline", target, tmp_path / "o", "--source", source, f"--{option}", value)
+        assert result.exit_code == 1
+        assert message in result.output
+    assert blocker.read_text(encoding="utf8") == "x\n"
+
+
+def test_best_pipeline_unreadable_test_is_refused_before_training(tmp_path, corpora, no_training):  # noqa: F811
+    # before: the column file was refused by the scoring, after both trainings
+    from spacy_crossner.best import BestPipelineError, best_pipeline
+
+    _tmp, source, target = corpora
+    column = tmp_path / "test.txt"
+    column.write_text("Alice\tB-person\nworks\tO\n", encoding="utf8")
+    with pytest.raises(BestPipelineError, match=r"--test .*test\.txt: Cannot read .*test\.txt as a \.spacy DocBin"):
+        best_pipeline(sources=[source], target=target, output=tmp_path / "o", test=column)
+    assert not (tmp_path / "o-training").exists()
+
+
+def test_best_pipeline_target_without_entities(tmp_path, corpora, no_training):  # noqa: F811
+    # before: the clear message appeared inside the child `spacy train`'s traceback
+    from spacy_crossner.convert import convert
+
+    _tmp, source, _target = corpora
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for split in ("train", "dev"):
+        (raw / f"{split}.txt").write_text("Robots\tO\nmove\tO\n.\tO\n", encoding="utf8")
+    empty = tmp_path / "empty"
+    convert(raw, empty, domain="robotics")
+    result = cli("best-pipeline", empty, tmp_path / "o", "--source", source, "--recipe", "fast")
+    assert result.exit_code == 1
+    assert f"TARGET {empty}: {empty / 'train.spacy'} holds no entity (every token is tagged O)" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_best_pipeline_source_upsample_means_copies(tmp_path):
+    # before: the help said "share" though the reader takes copies per pass (1.5 = once plus a
+    # random half), and inf was accepted
+    from spacy_crossner.best import BestPipelineError, Budget
+
+    help_text = " ".join(cli("best-pipeline", "--help").output.split())
+    assert "Copies of each source corpus's docs per pass" in help_text
+    Budget(source_upsample=1.5).check()
+    for value in (math.inf, math.nan, 0.0):
+        with pytest.raises(BestPipelineError, match=r"--source-upsample \(copies of the docs per pass\) must be a finite number above 0"):
+            Budget(source_upsample=value).check()
