@@ -239,6 +239,53 @@ def test_empty_dictionary_folder_is_named(tmp_path):
         create_mention_replace_augmenter(dictionaries={"ai": str(tmp_path / "dicts")})
 
 
+def _augmented_corpus(tmp_path, dictionaries):
+    import spacy
+    from spacy.tokens import DocBin
+    from spacy.util import registry
+    from thinc.api import Config
+
+    from util import make_doc
+
+    nlp = spacy.blank("en")
+    db = DocBin(store_user_data=True)
+    db.add(make_doc(nlp, "Google built TensorFlow .".split(), [(0, 1, "organisation"), (2, 3, "product")], "ai"))
+    db.add(make_doc(nlp, "Acme hired Ada .".split(), [(0, 1, "organisation"), (2, 3, "person")], "ai"))
+    db.to_disk(tmp_path / "ai.spacy")
+    config = Config({"corpora": {"train": {
+        "@readers": "spacy_crossner.MultiDomainCorpus.v1",
+        "domains": {"target": {"path": str(tmp_path / "ai.spacy")}},
+        "augmenter": {"@augmenters": "spacy_crossner.mention_replace.v1", "probability": 1.0,
+                      "dictionaries": dictionaries}}}})
+    reader = registry.resolve(config)["corpora"]["train"]
+    return nlp, reader
+
+
+def test_mention_pool_for_no_domain_or_label_of_the_corpus_warns(tmp_path):
+    # before: a dictionaries key that is no domain of the corpus, and a label spelled unlike the
+    # corpus's (organization / organisation), silently swapped nothing
+    orgs = tmp_path / "organization.txt"
+    orgs.write_text("Reuters\nAcme Corp\n", encoding="utf8")
+    people = tmp_path / "person.txt"
+    people.write_text("Alan Turing\nGrace Hopper\n", encoding="utf8")
+    nlp, reader = _augmented_corpus(tmp_path, {"ai": {"organization": str(orgs), "person": str(people)},
+                                               "news": str(orgs)})
+    with pytest.warns(UserWarning) as record:
+        first = list(reader(nlp))
+    messages = [str(w.message) for w in record if "mention_replace" in str(w.message)]
+    assert len(messages) == 2, messages
+    assert any("dictionaries.news: 'news' is not a domain of the labelled training corpus (its domains: 'ai')"
+               in m for m in messages), messages
+    assert any("the label(s) 'organization' are no label of domain 'ai' in the training corpus "
+               "(its labels: organisation, person, product)" in m for m in messages), messages
+    assert len(first) == 2
+    import warnings
+
+    with warnings.catch_warnings():  # once, not per pass or example
+        warnings.simplefilter("error")
+        assert len(list(reader(nlp))) == 2
+
+
 def test_everything_excluded_says_so(tmp_path, files):
     # before: "0 outside the rank level, 0 shorter than min_tokens, 0 longer than max_tokens
     # (loosen them)": the --exclude text had taken every sentence
