@@ -380,6 +380,24 @@ def test_init_config_unknown_section(tmp_path):
     assert "max_steps = 7" in (tmp_path / "b.cfg").read_text(encoding="utf8")
 
 
+@pytest.mark.parametrize("override, message", [
+    (["--training.max_steps", "abc"], "training.max_steps: Input should be a valid integer"),
+    (["--training.max_stepz", 5], "The override --training.max_stepz names no setting of [training]: it has no "
+                                  "key 'max_stepz' (its keys: accumulate_gradient, "),
+    (["--training.optimizer.learn_ratez", 3], "names no setting of [training.optimizer]: it has no key 'learn_ratez'"),
+    (["--components.crossner.model.hidden_widthz", 3], "it has no key 'hidden_widthz' (its keys: @architectures, "),
+])
+def test_init_config_override_checked_against_the_filled_config(tmp_path, override, message):
+    # before: rc 0, written into the config, found only later by `spacy train` (or never)
+    result = cli("init-config", tmp_path / "a.cfg", "-a", "bilstm", "-s", "joint", *override)
+    assert result.exit_code == 1
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "a.cfg").exists()
+    # open sections take new entries
+    assert cli("init-config", tmp_path / "b.cfg", "-a", "bilstm", "-s", "joint", "--paths.extra", "x",
+               "--training.score_weights.ents_f", 1.0).exit_code == 0
+
+
 # -- best-pipeline --------------------------------------------------------------------------------
 
 
