@@ -30,8 +30,9 @@ spell the labels. The random choices come from one generator seeded by ``seed``:
 examples in the same order are augmented the same way, and each pass draws anew.
 """
 import random
+import warnings
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -65,7 +66,10 @@ def create_mention_replace_augmenter(
     pool = read_mention_pool(mentions or {}, dictionaries or {}, where=where)
     if not pool:
         raise ValueError(f"{where}: no mention to draw from; give `mentions` or `dictionaries`")
-    return MentionReplacer(pool, probability=float(probability), seed=seed)
+    settings = {domain: [f"mentions.{domain}"] for domain in mentions or {}}
+    for domain in dictionaries or {}:
+        settings.setdefault(domain, []).append(f"dictionaries.{domain}")
+    return MentionReplacer(pool, probability=float(probability), seed=seed, settings=settings)
 
 
 def read_mention_pool(
@@ -129,11 +133,53 @@ class MentionReplacer:
     seed (int): seed of its random generator.
     """
 
-    def __init__(self, pool: MentionPool, *, probability: float, seed: int = 0) -> None:
+    def __init__(
+        self, pool: MentionPool, *, probability: float, seed: int = 0,
+        settings: Optional[Dict[str, List[str]]] = None,
+    ) -> None:
         self.pool = pool
         self.probability = probability
         self.seed = seed
         self.rng = random.Random(seed)
+        # domain -> the settings its pool came from, to name them in warnings
+        self.settings = settings or {}
+        self._checked = False
+
+    def check_corpus(self, labels: Dict[str, Set[str]]) -> None:
+        """Warn, once, about pool entries no training example can use: a domain key that is not a
+        domain of the labelled training corpus, and a label spelled unlike every label of its
+        domain (e.g. ``organization`` beside ``organisation``). Called by ``MultiDomainCorpus``
+        once its corpora are read.
+
+        labels (Dict[str, Set[str]]): the entity labels of each domain of the training corpus.
+        """
+        if self._checked:
+            return
+        self._checked = True
+        where = "[corpora.train.augmenter] spacy_crossner.mention_replace.v1"
+        domains = ", ".join(repr(d) for d in sorted(labels)) or "none"
+        unused: Dict[str, List[str]] = {}
+        for domain, label in self.pool:
+            if domain in labels and label not in labels[domain]:
+                unused.setdefault(domain, []).append(label)
+        for domain in sorted({domain for domain, _label in self.pool}):
+            setting = " / ".join(self.settings.get(domain, [domain]))
+            if domain not in labels:
+                warnings.warn(
+                    f"{where}: {setting}: {domain!r} is not a domain of the labelled training "
+                    f"corpus (its domains: {domains}), so these mentions are never used; use the "
+                    "domain name the docs carry (doc._.domain, convert's --domain)",
+                    UserWarning,
+                )
+            elif domain in unused:
+                known = ", ".join(sorted(labels[domain])) or "none"
+                missing = ", ".join(repr(label) for label in sorted(unused[domain]))
+                warnings.warn(
+                    f"{where}: {setting}: the label(s) {missing} are no label of domain {domain!r} "
+                    f"in the training corpus (its labels: {known}), so their mentions are never "
+                    "used; spell them as the corpus does (a dictionary table `label = file` renames)",
+                    UserWarning,
+                )
 
     def __call__(self, nlp: Language, example: Example) -> Iterator[Example]:
         reference = example.reference

@@ -21,6 +21,7 @@ from the measured step rate (an upper bound: early stopping may end a stage soon
 """
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -59,8 +60,8 @@ class Budget:
     source_limit (int): use only the first N docs of each source corpus (0 = all).
     source_dev_limit (int): select the source stage on the first N docs of each source dev set
         (0 = all; a transformer evaluates a large dev set slowly on a CPU).
-    source_upsample (float): share of each source corpus's docs per pass (1 = all, 0.5 = a random
-        half: a subsampled source stage).
+    source_upsample (float): copies of each source corpus's docs per pass, as the reader's
+        ``upsample`` (1 = each doc once, 0.5 = a random half, 1.5 = each doc once plus a random half).
     target_upsample (float): copies of the target's train docs per pass in the fast recipe's joint
         training (CrossNER's joint setting: 10).
     """
@@ -82,8 +83,9 @@ class Budget:
             if getattr(self, name) < 0:
                 raise BestPipelineError(f"--{name.replace('_', '-')} must be 0 or more, not {getattr(self, name)}")
         for name in ("source_upsample", "target_upsample"):
-            if not getattr(self, name) > 0:
-                raise BestPipelineError(f"--{name.replace('_', '-')} must be above 0, not {getattr(self, name)}")
+            if not 0 < getattr(self, name) < math.inf:
+                raise BestPipelineError(f"--{name.replace('_', '-')} (copies of the docs per pass) must be a "
+                                        f"finite number above 0, not {getattr(self, name)}")
 
 
 @dataclass
@@ -173,6 +175,40 @@ def find_corpus(path: Union[str, Path], option: str) -> Corpus:
         raise BestPipelineError(f"{option} {path}: {files['train']} mixes the domains {domains}; "
                                 f"give one folder per domain")
     return Corpus(path, files["train"], files["dev"], domains)
+
+
+def check_folder(what: str, path: Path) -> None:
+    """A folder this command writes to (made if missing) is not a file nor below one."""
+    if path.exists():
+        if not path.is_dir():
+            raise BestPipelineError(f"{what} {path} is a file, not a folder; give a folder (it is made if missing)")
+        return
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BestPipelineError(f"{what} {path}: {parent} is a file, not a folder; give a folder "
+                                        f"that is not below a file")
+            return
+
+
+def check_target_entities(target: Corpus) -> None:
+    """The target's train docs hold an entity (the check training's ``initialize`` does, from
+    :mod:`spacy_crossner.training_checks`) and so do its dev docs (else every model scores 0)."""
+    from spacy.vocab import Vocab
+
+    from .docbin import read_docbin
+    from .training_checks import check_labels
+
+    labels = sorted({ent.label_ for doc in read_docbin(target.train, Vocab()) for ent in doc.ents})
+    try:
+        check_labels({target.domain: labels})
+    except ValueError:
+        raise BestPipelineError(f"TARGET {target.path}: {target.train} holds no entity (every token is "
+                                f"tagged O), so the pipeline would predict nothing; convert the labelled "
+                                f"target files again (convert prints the entities it read per label)") from None
+    if not any(doc.ents for doc in read_docbin(target.dev, Vocab())):
+        raise BestPipelineError(f"TARGET {target.path}: {target.dev} holds no entity, so every model would "
+                                f"score dev F1 0 and none could be selected; use the target's labelled dev set")
 
 
 def file_digest(path: Path) -> str:
@@ -486,10 +522,22 @@ def best_pipeline(
         say(f"{PREFIX} test corpus: {test} (found in the target folder)")
     if test is not None and not Path(test).exists():
         raise BestPipelineError(f"--test {test}: no such file")
+    if test is not None:
+        # what evaluate reads at the end, read now: a column file was refused only after training
+        from spacy.vocab import Vocab
+
+        from .evaluate import _load_docs
+
+        try:
+            _load_docs(Path(test), Vocab())
+        except EvaluationError as err:
+            raise BestPipelineError(f"--test {test}: {err}") from None
+    check_target_entities(target_corpus)
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
         raise BestPipelineError(f"OUTPUT {output} exists and is not empty; choose another folder or "
                                 f"give --overwrite to replace it")
+    workdir_given = bool(workdir)
     workdir = Path(workdir) if workdir else output.with_name(output.name + "-training")
     # --overwrite removes OUTPUT: never a folder that holds the inputs, the work or the cache
     resolved = output.resolve()
@@ -499,6 +547,10 @@ def best_pipeline(
         if inner == resolved or resolved in inner.parents:
             raise BestPipelineError(f"OUTPUT {output} contains {what} ({path}); write the pipeline to a "
                                     f"folder of its own")
+    check_folder("--workdir" if workdir_given else "The work folder (--workdir's default)", workdir)
+    if recipe == "transformer":
+        check_folder("--cache" if cache else "The cache folder (--cache's default)",
+                     Path(cache) if cache else default_cache())
     workdir.mkdir(parents=True, exist_ok=True)
     source_seed = seed if source_seed is None else source_seed
     summary: Dict[str, Any] = {"recipe": recipe, "sources": [str(s.path) for s in source_corpora],

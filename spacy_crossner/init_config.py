@@ -250,6 +250,61 @@ def fill(config: Union[Config, Dict[str, Any]]) -> Config:
     return registry.fill(filled, validate=False)
 
 
+# Sections whose keys spaCy reads by name (its schemas): a key they lack would be ignored. Other
+# sections (paths, vars, corpora, components, score_weights, ...) take new entries.
+CLOSED_SECTIONS = {("training",), ("nlp",), ("pretraining",), ("initialize",), ("system",)}
+
+
+def _closed(path: Tuple[str, ...], section: Dict[str, Any], replaced: set) -> bool:
+    """Whether an override may not add a key to ``section`` (at ``path`` of the config)."""
+    if not section or path in replaced:
+        return False  # an empty section is filled by the user; a replaced function has other arguments
+    return path in CLOSED_SECTIONS or "factory" in section or any(key.startswith("@") for key in section)
+
+
+def check_overrides(base: Config, filled: Config, overrides: Dict[str, Any]) -> None:
+    """Refuse overrides ``spacy train`` would refuse or ignore, before the config is written.
+
+    base (Config): the filled config without the overrides. filled (Config): the filled config with
+    them. overrides (Dict[str, Any]): the dotted settings.
+    An override naming a key that a known section lacks is an error naming the section's keys; a
+    value of the wrong type in ``[training]`` is found by spaCy's own training schema.
+    """
+    from confection import ConfigValidationError
+    from spacy.schemas import ConfigSchemaTraining
+    from spacy.util import registry
+
+    replaced = {tuple(dotted.split(".")[:-1]) for dotted in overrides if dotted.split(".")[-1].startswith("@")}
+    for dotted in overrides:
+        parts = dotted.split(".")
+        node: Any = base
+        for depth, part in enumerate(parts):
+            if not isinstance(node, dict):
+                break
+            path = tuple(parts[:depth])
+            if part not in node:
+                if depth and _closed(path, node, replaced):
+                    section = ".".join(path)
+                    raise InitConfigError(
+                        f"The override --{dotted} names no setting of [{section}]: it has no key "
+                        f"{part!r} (its keys: {', '.join(sorted(node))})."
+                    )
+                break
+            node = node[part]
+    if not any(dotted.startswith("training.") for dotted in overrides):
+        return
+    try:
+        registry.resolve(filled.interpolate()["training"], schema=ConfigSchemaTraining, validate=True)
+    except ConfigValidationError as err:
+        problems = "; ".join(
+            f"training.{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in err.errors
+        ) or str(err)
+        raise InitConfigError(
+            f"spaCy's [training] schema refuses the config with the overrides "
+            f"({' '.join(f'--{k} {v}' for k, v in overrides.items())}): {problems}."
+        ) from None
+
+
 def header(*, arch: str, features: str, setting: str, output: str,
            overrides: Optional[Dict[str, Any]] = None) -> str:
     """The comment lines on top of a written config: what made it and how to train it."""
@@ -278,6 +333,8 @@ def config_text(
     over the pieces.
     """
     filled = fill(compose(arch=arch, features=features, setting=setting, overrides=overrides))
+    if overrides:
+        check_overrides(fill(compose(arch=arch, features=features, setting=setting)), filled, overrides)
     return header(arch=arch, features=features, setting=setting, output=output,
                   overrides=overrides) + filled.to_str(interpolate=False)
 

@@ -17,7 +17,7 @@ import logging
 import random
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -331,6 +331,14 @@ class MultiDomainCorpus:
             out.append(self._cache[key])
         if fresh:
             check_distinct_domains(self.entries, out)
+            check_corpus = getattr(self.augmenter, "check_corpus", None)
+            if check_corpus is not None:  # e.g. mention_replace's domains and labels
+                labels: Dict[str, Set[str]] = {}
+                for entry, docs in zip(self.entries, out):
+                    if not entry.raw:
+                        for doc in docs:
+                            labels.setdefault(get_domain(doc), set()).update(e.label_ for e in doc.ents)
+                check_corpus(labels)
         return out
 
     def per_pass(self, nlp: Language) -> List[Optional[int]]:

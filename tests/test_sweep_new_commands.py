@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from test_best_pipeline import corpora  # noqa: F401  (converted source and target, a module fixture)
 from test_self_train import data  # noqa: F401  (the tiny trained teacher, a module fixture)
 
 from spacy_crossner.augment import create_mention_replace_augmenter
@@ -238,6 +239,53 @@ def test_empty_dictionary_folder_is_named(tmp_path):
         create_mention_replace_augmenter(dictionaries={"ai": str(tmp_path / "dicts")})
 
 
+def _augmented_corpus(tmp_path, dictionaries):
+    import spacy
+    from spacy.tokens import DocBin
+    from spacy.util import registry
+    from thinc.api import Config
+
+    from util import make_doc
+
+    nlp = spacy.blank("en")
+    db = DocBin(store_user_data=True)
+    db.add(make_doc(nlp, "Google built TensorFlow .".split(), [(0, 1, "organisation"), (2, 3, "product")], "ai"))
+    db.add(make_doc(nlp, "Acme hired Ada .".split(), [(0, 1, "organisation"), (2, 3, "person")], "ai"))
+    db.to_disk(tmp_path / "ai.spacy")
+    config = Config({"corpora": {"train": {
+        "@readers": "spacy_crossner.MultiDomainCorpus.v1",
+        "domains": {"target": {"path": str(tmp_path / "ai.spacy")}},
+        "augmenter": {"@augmenters": "spacy_crossner.mention_replace.v1", "probability": 1.0,
+                      "dictionaries": dictionaries}}}})
+    reader = registry.resolve(config)["corpora"]["train"]
+    return nlp, reader
+
+
+def test_mention_pool_for_no_domain_or_label_of_the_corpus_warns(tmp_path):
+    # before: a dictionaries key that is no domain of the corpus, and a label spelled unlike the
+    # corpus's (organization / organisation), silently swapped nothing
+    orgs = tmp_path / "organization.txt"
+    orgs.write_text("Reuters\nAcme Corp\n", encoding="utf8")
+    people = tmp_path / "person.txt"
+    people.write_text("Alan Turing\nGrace Hopper\n", encoding="utf8")
+    nlp, reader = _augmented_corpus(tmp_path, {"ai": {"organization": str(orgs), "person": str(people)},
+                                               "news": str(orgs)})
+    with pytest.warns(UserWarning) as record:
+        first = list(reader(nlp))
+    messages = [str(w.message) for w in record if "mention_replace" in str(w.message)]
+    assert len(messages) == 2, messages
+    assert any("dictionaries.news: 'news' is not a domain of the labelled training corpus (its domains: 'ai')"
+               in m for m in messages), messages
+    assert any("the label(s) 'organization' are no label of domain 'ai' in the training corpus "
+               "(its labels: organisation, person, product)" in m for m in messages), messages
+    assert len(first) == 2
+    import warnings
+
+    with warnings.catch_warnings():  # once, not per pass or example
+        warnings.simplefilter("error")
+        assert len(list(reader(nlp))) == 2
+
+
 def test_everything_excluded_says_so(tmp_path, files):
     # before: "0 outside the rank level, 0 shorter than min_tokens, 0 longer than max_tokens
     # (loosen them)": the --exclude text had taken every sentence
@@ -284,6 +332,20 @@ def test_batch_size_below_one_is_refused_for_the_lexical_scorer_too(tmp_path, fi
     assert "--batch-size must be at least 1, got 0" in result.output
 
 
+@pytest.mark.parametrize("command", ["select-corpus", "dapt"])
+def test_over_long_line_names_the_option(tmp_path, command):
+    # before: "(or raise the line-length limit)", naming no option
+    corpus = tmp_path / "long.txt"
+    corpus.write_text("short line .\n" + "word " * 30 + "\n", encoding="utf8")
+    entities = tmp_path / "algorithm.txt"
+    entities.write_text("word\n", encoding="utf8")
+    extra = ["--entities", entities] if command == "select-corpus" else ["--max-steps", 1]
+    result = cli(command, corpus, tmp_path / "o", "--max-line-chars", 50, *extra)
+    assert result.exit_code == 1
+    assert "line 2 is longer than 50 characters" in result.output
+    assert "raise the limit with --max-line-chars" in result.output
+
+
 # -- init-config ----------------------------------------------------------------------------------
 
 
@@ -318,6 +380,24 @@ def test_init_config_unknown_section(tmp_path):
     assert "max_steps = 7" in (tmp_path / "b.cfg").read_text(encoding="utf8")
 
 
+@pytest.mark.parametrize("override, message", [
+    (["--training.max_steps", "abc"], "training.max_steps: Input should be a valid integer"),
+    (["--training.max_stepz", 5], "The override --training.max_stepz names no setting of [training]: it has no "
+                                  "key 'max_stepz' (its keys: accumulate_gradient, "),
+    (["--training.optimizer.learn_ratez", 3], "names no setting of [training.optimizer]: it has no key 'learn_ratez'"),
+    (["--components.crossner.model.hidden_widthz", 3], "it has no key 'hidden_widthz' (its keys: @architectures, "),
+])
+def test_init_config_override_checked_against_the_filled_config(tmp_path, override, message):
+    # before: rc 0, written into the config, found only later by `spacy train` (or never)
+    result = cli("init-config", tmp_path / "a.cfg", "-a", "bilstm", "-s", "joint", *override)
+    assert result.exit_code == 1
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "a.cfg").exists()
+    # open sections take new entries
+    assert cli("init-config", tmp_path / "b.cfg", "-a", "bilstm", "-s", "joint", "--paths.extra", "x",
+               "--training.score_weights.ents_f", 1.0).exit_code == 0
+
+
 # -- best-pipeline --------------------------------------------------------------------------------
 
 
@@ -339,3 +419,73 @@ def test_best_pipeline_refuses_before_training(monkeypatch, tmp_path):
     monkeypatch.setattr(thinc.api, "require_gpu", no_gpu)
     with pytest.raises(BestPipelineError, match=r"--gpu-id 0: Cannot use GPU, CuPy is not installed; use --gpu-id -1"):
         best_pipeline(**common, gpu_id=0)
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    import spacy_crossner.best
+
+    def training(*args, **kwargs):
+        raise AssertionError("a training started")
+
+    monkeypatch.setattr(spacy_crossner.best, "run_training", training)
+
+
+def test_best_pipeline_workdir_or_cache_that_is_a_file(tmp_path, corpora, no_training):  # noqa: F811
+    # before: [Errno 17] File exists / [Errno 20] Not a directory, with no option named
+    _tmp, source, target = corpora
+    blocker = tmp_path / "f.txt"
+    blocker.write_text("x\n", encoding="utf8")
+    common = dict(sources=[source], target=target, output=tmp_path / "o")
+    for option, value, message in [
+        ("workdir", blocker, f"--workdir {blocker} is a file, not a folder"),
+        ("workdir", blocker / "w", f"--workdir {blocker / 'w'}: {blocker} is a file, not a folder"),
+        ("cache", blocker, f"--cache {blocker} is a file, not a folder"),
+        ("cache", blocker / "c", f"--cache {blocker / 'c'}: {blocker} is a file, not a folder"),
+    ]:
+        result = cli("best-pipeline", target, tmp_path / "o", "--source", source, f"--{option}", value)
+        assert result.exit_code == 1
+        assert message in result.output
+    assert blocker.read_text(encoding="utf8") == "x\n"
+
+
+def test_best_pipeline_unreadable_test_is_refused_before_training(tmp_path, corpora, no_training):  # noqa: F811
+    # before: the column file was refused by the scoring, after both trainings
+    from spacy_crossner.best import BestPipelineError, best_pipeline
+
+    _tmp, source, target = corpora
+    column = tmp_path / "test.txt"
+    column.write_text("Alice\tB-person\nworks\tO\n", encoding="utf8")
+    with pytest.raises(BestPipelineError, match=r"--test .*test\.txt: Cannot read .*test\.txt as a \.spacy DocBin"):
+        best_pipeline(sources=[source], target=target, output=tmp_path / "o", test=column)
+    assert not (tmp_path / "o-training").exists()
+
+
+def test_best_pipeline_target_without_entities(tmp_path, corpora, no_training):  # noqa: F811
+    # before: the clear message appeared inside the child `spacy train`'s traceback
+    from spacy_crossner.convert import convert
+
+    _tmp, source, _target = corpora
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for split in ("train", "dev"):
+        (raw / f"{split}.txt").write_text("Robots\tO\nmove\tO\n.\tO\n", encoding="utf8")
+    empty = tmp_path / "empty"
+    convert(raw, empty, domain="robotics")
+    result = cli("best-pipeline", empty, tmp_path / "o", "--source", source, "--recipe", "fast")
+    assert result.exit_code == 1
+    assert f"TARGET {empty}: {empty / 'train.spacy'} holds no entity (every token is tagged O)" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_best_pipeline_source_upsample_means_copies(tmp_path):
+    # before: the help said "share" though the reader takes copies per pass (1.5 = once plus a
+    # random half), and inf was accepted
+    from spacy_crossner.best import BestPipelineError, Budget
+
+    help_text = " ".join(cli("best-pipeline", "--help").output.split())
+    assert "Copies of each source corpus's docs per pass" in help_text
+    Budget(source_upsample=1.5).check()
+    for value in (math.inf, math.nan, 0.0):
+        with pytest.raises(BestPipelineError, match=r"--source-upsample \(copies of the docs per pass\) must be a finite number above 0"):
+            Budget(source_upsample=value).check()

@@ -35,8 +35,9 @@ def best_pipeline_cli(
                                      "corpus (0: all)."),
     source_dev_limit: int = typer.Option(0, "--source-dev-limit", help="Select the source stage on the "
                                          "first N docs of each source dev set (0: all)."),
-    source_upsample: float = typer.Option(1.0, "--source-upsample", help="Share of the source docs used "
-                                          "per pass (0.5: a random half each pass)."),
+    source_upsample: float = typer.Option(1.0, "--source-upsample", help="Copies of each source corpus's "
+                                          "docs per pass, above 0 (1: each once; 0.5: a random half; 1.5: each "
+                                          "once plus a random half)."),
     target_upsample: float = typer.Option(_BUDGET.target_upsample, "--target-upsample", help="fast recipe: "
                                           "copies of the target's train docs per pass (CrossNER's joint "
                                           "setting: 10)."),

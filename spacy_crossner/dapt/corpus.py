@@ -102,7 +102,7 @@ def iter_lines(path: Union[str, Path], *, max_line_chars: int = DEFAULT_MAX_LINE
 def _too_long(path: Path, number: int, max_line_chars: int) -> None:
     raise DaptInputError(
         f"{path}: line {number} is longer than {max_line_chars:,} characters. Give one "
-        "sentence or paragraph per line (or raise the line-length limit)."
+        "sentence or paragraph per line, or raise the limit with --max-line-chars."
     )
 
 
