@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+from .misc import format_seconds
+
 RECIPES = ("transformer", "fast")
 # recipe stage -> init-config choice (arch, features, setting)
 RECIPE_CONFIGS = {
@@ -117,18 +119,6 @@ class Result:
     def final_line(self) -> str:
         test = f"test F1 {self.test_f:.2f}" if self.test_f is not None else "test F1 - (no test corpus)"
         return f"{PREFIX} done: dev F1 {self.dev_f:.2f}, {test}; pipeline: {self.output}"
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration a person reads: "48 s", "3 min 05 s", "1 h 02 min"."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def corpus_domains(path: Path, limit: int = 200) -> List[str]:

@@ -70,3 +70,15 @@ def domain_aliases(
                 f"spacy_crossner.domain_aliases.v1: domain names are non-empty strings, got {name!r}"
             )
     return {name: to for name in names if name != to}
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration a person reads: "48 s", "3 min 05 s", "1 h 02 min"."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

@@ -41,6 +41,7 @@ import torch
 from transformers import TrainerCallback
 
 from .corpus import DEFAULT_MAX_LINE_CHARS, DaptInputError, iter_lines
+from ..misc import format_seconds
 from .masking import MASKING_SCHEMES, MaskedLMCollator, PaddingCollator, mask_tokens
 
 SUMMARY_FILE = "dapt_summary.json"
@@ -632,18 +633,6 @@ def _isatty(stream) -> bool:
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration a person reads: "48 s", "3 min 05 s", "1 h 02 min"."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 class _ProgressLines(TrainerCallback):
