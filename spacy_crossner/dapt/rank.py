@@ -288,12 +288,20 @@ class EmbeddingScorer:
             self.model = AutoModel.from_pretrained(self.model_name)
         except (OSError, ValueError) as err:
             raise DaptInputError(f"Cannot load the encoder {self.model_name}: {err}") from None
+        # thinc's ops choose the device, as `spacy train --gpu-id` does; torch follows them
+        from thinc.api import prefer_gpu, require_cpu, require_gpu
+        from thinc.util import get_torch_default_device
+
         if gpu_id is None:
-            self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            prefer_gpu()
         elif gpu_id < 0:
-            self.device = torch.device("cpu")
+            require_cpu()
         else:
-            self.device = torch.device("cuda", gpu_id)
+            try:
+                require_gpu(gpu_id)
+            except ValueError as err:
+                raise DaptInputError(f"--gpu-id {gpu_id}: {err}; use --gpu-id -1 for the CPU") from None
+        self.device = get_torch_default_device()
         self.model.to(self.device).eval()
         self.batch_size = batch_size
         self.max_length = max_length
