@@ -398,6 +398,56 @@ def test_run_jobs_directly_keeps_going_and_names_the_failure(tmp_path):
         run_jobs([Job("x", ok, "x.log", needs=["y"])], workers=1)
 
 
+def test_run_jobs_keeps_every_worker_busy_with_long_independent_jobs(tmp_path):
+    """Regression: with every job handed to Dask at once, its scheduler queued a run of long jobs
+    of unknown length on one worker while the other idled (the `all` workflow ran 11 trainings in
+    a row). Each job here waits until a second one is running (or 20 s): on one worker they would
+    run one after the other, each waiting in vain."""
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    from runner import Job, run_jobs
+
+    script = (
+        "import os, sys, time\n"
+        "d = sys.argv[1]; me = os.path.join(d, sys.argv[2])\n"
+        "open(me + '.start', 'w').close()\n"
+        "deadline = time.time() + 20\n"
+        "while time.time() < deadline:\n"
+        "    started = [f for f in os.listdir(d) if f.endswith('.start')]\n"
+        "    ended = [f for f in os.listdir(d) if f.endswith('.end')]\n"
+        "    if len(started) - len(ended) >= 2: break\n"
+        "    time.sleep(0.05)\n"
+        "print('overlap', len(started) - len(ended) >= 2)\n"
+        "time.sleep(0.3)\n"
+        "open(me + '.end', 'w').close()\n"
+    )
+    (tmp_path / "job.py").write_text(script)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # the last job waits for a partner too: give it one by making two jobs the last to start
+    jobs = [Job(f"job{i}", [sys.executable, str(tmp_path / "job.py"), str(marks), f"j{i}"], f"job{i}.log",
+                cwd=str(tmp_path)) for i in range(6)]
+    results = run_jobs(jobs, workers=2, say=lambda text: None)
+    assert [r.status for r in results] == ["ok"] * 6
+    overlaps = [(tmp_path / f"job{i}.log").read_text().split()[-1] for i in range(6)]
+    # every job but possibly the very last found another one running beside it
+    assert overlaps[:5] == ["True"] * 5, overlaps
+
+
+def test_next_jobs_starts_chains_first_and_no_more_than_the_free_workers():
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    from runner import Job, Result, next_jobs
+
+    a, b, c = Job("a", ["x"], "a.log"), Job("b", ["x"], "b.log"), Job("c", ["x"], "c.log", needs=["a"])
+    d = Job("d", ["x"], "d.log", needs=["b"])
+    todo = {"a", "b", "c", "d"}
+    assert next_jobs([a, b, c, d], {}, todo, 1) == [a]
+    assert next_jobs([b, c, d], {}, todo, 0) == []
+    # a ended: c (it continues a's chain) goes before b; d still waits for b
+    assert next_jobs([b, c, d], {"a": Result("a", "ok")}, todo, 2) == [c, b]
+    # a need outside this run (done before) does not hold a job back
+    assert next_jobs([d], {}, {"d"}, 1) == [d]
+
+
 def test_run_jobs_on_the_cluster_of_a_scheduler_address(tmp_path):
     """--scheduler: the jobs go to the workers of a running cluster (here a local one, reached
     only through its address, as a cluster on other machines would be)."""
@@ -726,7 +776,7 @@ def test_demo_runs_are_labelled_as_demos_not_failures(tmp_path, monkeypatch):
     assert ours["--demo"] is True and rest == ["x.cfg", "--output", "o"]
     config = yaml_config = srsly.read_yaml(PROJECT / "project.yml")
     lines = {c["name"]: c["script"][0] for c in yaml_config["commands"] if c["name"].startswith("train-")}
-    for name in ("train-trf-joint-dapt", "train-label-aware-source", "train-label-aware-target"):
+    for name in ("train-trf-joint", "train-trf-joint-dapt", "train-label-aware-source", "train-label-aware-target"):
         assert " --demo " in lines[name], name
     assert " --demo " not in lines["train-trf-finetune"] and " --demo " not in lines["train-joint"]
     assert config

@@ -192,21 +192,17 @@ def run_jobs(
     except (ImportError, ValueError, KeyError):
         pass  # __main__ is pickled by value anyway
     try:
-        futures = {}
-        for job in todo:
-            needed = [futures[n] for n in job.needs if n in futures]
-            payload = asdict(job)
-            futures[job.name] = client.submit(execute, payload, *needed, key=f"{job.name}-{job.key}",
-                                              pure=False)
+        in_todo = {job.name for job in todo}
+        waiting = list(todo)
+        running: Dict[str, object] = {}
+        by_name = {job.name: job for job in jobs}
         say(f"{len(todo)} job(s) on " + (f"the cluster of {scheduler}" if scheduler else
                                          f"a local Dask cluster of {workers} worker process(es)"))
-        pending = dict(futures)
-        by_name = {job.name: job for job in jobs}
-        while pending:
-            for name, future in list(pending.items()):
+        while waiting or running:
+            for name, future in list(running.items()):
                 if not future.done():
                     continue
-                del pending[name]
+                del running[name]
                 try:
                     data = future.result()
                 except Exception as err:  # the worker died or the task could not run
@@ -226,18 +222,44 @@ def run_jobs(
                                   + ["    " + line for line in tail]))
                 else:
                     say(f"NOT RUN: {result.describe(job)}")
-                finished = [r for n, r in results.items() if n in futures]
+                finished = [r for n, r in results.items() if n in in_todo]
                 say(progress_line(len(finished), len(todo), [r.seconds for r in finished if r.status == "ok"],
-                                  len(pending), workers if not scheduler else None))
-            if pending:
+                                  len(running), workers if not scheduler else None))
+            for job in next_jobs(waiting, results, in_todo, _slots(client, workers, scheduler) - len(running)):
+                waiting.remove(job)
+                needed = [asdict(results[n]) for n in job.needs if n in in_todo]
+                running[job.name] = client.submit(execute, asdict(job), *needed,
+                                                  key=f"{job.name}-{job.key}", pure=False)
+            if running:
                 if progress is not None:
-                    progress([by_name[n] for n in pending])
+                    progress([by_name[n] for n in running])
                 time.sleep(POLL_SECONDS)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
     return [results[n] for n in names]
+
+
+def next_jobs(waiting: List[Job], results: Dict[str, "Result"], in_todo: set, free: int) -> List[Job]:
+    """The jobs to start now, at most ``free``: those whose needed jobs (of this run) have ended,
+    a job that continues a chain (it needs another) before the others, then in the given order.
+    The runner hands Dask no more jobs than it has worker threads: left to itself, Dask's
+    scheduler placed a queue of long jobs of unknown length on one worker while the other idled."""
+    if free <= 0:
+        return []
+    ready = [job for job in waiting if all(n in results for n in job.needs if n in in_todo)]
+    ready.sort(key=lambda job: not any(n in in_todo for n in job.needs))  # stable: chains first
+    return ready[:free]
+
+
+def _slots(client, workers: int, scheduler: Optional[str]) -> int:
+    """Jobs the cluster runs at once: the local cluster's workers, or the threads of the workers
+    the scheduler has now (workers may join or leave while the jobs run)."""
+    if not scheduler:
+        return workers
+    info = client.scheduler_info().get("workers", {})
+    return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
 
 
 def progress_line(done: int, total: int, seconds: List[float], running: int,
