@@ -211,6 +211,13 @@ def _apply_fine_tune(config: Dict[str, Any], tune: FineTune, features: str,
         rate = optimizer.get("learn_rate")
         if not isinstance(rate, (int, float)) or isinstance(rate, bool):
             raise InitConfigError(f"--schedule replaces a fixed learn_rate; this config's is {rate!r}.")
+        max_steps = config["training"].get("max_steps")
+        if isinstance(max_steps, int) and max_steps <= tune.warmup_steps:
+            raise InitConfigError(
+                f"--schedule warmup_linear decays to 0 at training.max_steps ({max_steps}), which must be "
+                f"larger than --warmup-steps ({tune.warmup_steps})"
+                + (" (max_steps = 0 trains by max_epochs: give --training.max_steps N)." if max_steps == 0 else ".")
+            )
         piece = _read_fragment("optimizer/warmup_linear")["training"]["optimizer"]["learn_rate"]
         schedule = {"@schedules": piece.pop("@schedules"), "initial_rate": rate, **piece}
         schedule["warmup_steps"] = tune.warmup_steps
