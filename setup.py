@@ -47,6 +47,13 @@ ENTRY_POINTS = {
         "spacy_crossner.torch_threads.v1 = spacy_crossner.torch_threads:make_torch_threads",
         "spacy_crossner.check_listener_widths.v1 = spacy_crossner.listeners:make_check_listener_widths",
     ],
+    # thinc's registries (spaCy's registry.optimizers / registry.schedules) read these groups
+    "thinc_optimizers": [
+        "spacy_crossner.GroupedAdam.v1 = spacy_crossner.optimizers:create_grouped_adam",
+    ],
+    "thinc_schedules": [
+        "spacy_crossner.warmup_linear.v1 = spacy_crossner.optimizers:create_warmup_linear",
+    ],
 }
 
 setup(

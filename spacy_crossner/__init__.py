@@ -1,6 +1,6 @@
 """spacy_crossner: cross-domain named entity recognition for spaCy."""
 from . import domains  # noqa: F401  (registers Doc._.domain)
-from . import augment, callbacks, listeners, misc, models, pipeline, readers, torch_threads  # noqa: F401  (register functions)
+from . import augment, callbacks, listeners, misc, models, optimizers, pipeline, readers, torch_threads  # noqa: F401  (register functions)
 from .domains import get_domain, set_domain
 from .pipeline import CrossNER
 

@@ -114,6 +114,116 @@ FEATURE_NOTES: Dict[str, str] = {
 }
 
 
+SCHEDULES: Dict[str, str] = {
+    "constant": "the config's learn_rate throughout",
+    "warmup_linear": "from 0 up to learn_rate over --warmup-steps, then linearly down to 0 at training.max_steps",
+}
+
+
+@dataclass(frozen=True)
+class FineTune:
+    """How the optimizer fine-tunes (init-config's --schedule, --warmup-steps,
+    --head-lr-multiplier, --layer-decay, --num-layers); the defaults change nothing.
+
+    schedule (str): a key of SCHEDULES. warmup_steps (Optional[int]): the warm-up's steps
+    (warmup_linear only). head_lr_multiplier (float): the head's rate over the encoder's.
+    layer_decay (float): the rate's factor per encoder layer down. num_layers (Optional[int]):
+    the encoder's layers; None = read from the bundled (or a local --paths.transformer) model.
+    """
+    schedule: str = "constant"
+    warmup_steps: Optional[int] = None
+    head_lr_multiplier: float = 1.0
+    layer_decay: float = 1.0
+    num_layers: Optional[int] = None
+
+    def flags(self) -> str:
+        """The init-config options that make this, for the header."""
+        out = ""
+        if self.schedule != "constant":
+            out += f" --schedule {self.schedule} --warmup-steps {self.warmup_steps}"
+        if self.head_lr_multiplier != 1.0:
+            out += f" --head-lr-multiplier {self.head_lr_multiplier}"
+        if self.layer_decay != 1.0:
+            out += f" --layer-decay {self.layer_decay}"
+        if self.num_layers is not None:
+            out += f" --num-layers {self.num_layers}"
+        return out
+
+
+def _encoder_layers(transformer: Optional[str]) -> int:
+    """The number of layers of the transformer a config names (None: the bundled MiniLM), read
+    from its local config.json (init-config downloads nothing)."""
+    from .misc import transformer_name
+
+    path = Path(transformer_name(transformer)) / "config.json"
+    if not path.is_file():
+        raise InitConfigError(
+            f"--layer-decay needs the encoder's number of layers: {transformer!r} is no local model "
+            f"folder with a config.json to read it from; pass --num-layers N."
+        )
+    layers = json.loads(path.read_text(encoding="utf8")).get("num_hidden_layers")
+    if not isinstance(layers, int):
+        raise InitConfigError(f"{path} has no num_hidden_layers; pass --num-layers N.")
+    return layers
+
+
+def _apply_fine_tune(config: Dict[str, Any], tune: FineTune, features: str,
+                     overrides: Optional[Dict[str, Any]]) -> None:
+    """Lay the optimizer pieces of ``tune`` over ``config`` (in place)."""
+    if tune.schedule not in SCHEDULES:
+        raise InitConfigError(f"Unknown schedule (--schedule) {tune.schedule!r}; choose one of: {', '.join(SCHEDULES)}.")
+    if (tune.schedule == "warmup_linear") != (tune.warmup_steps is not None):
+        raise InitConfigError(
+            "--warmup-steps N goes with --schedule warmup_linear (the steps of the warm-up, e.g. a "
+            "tenth of training.max_steps), and that schedule needs it."
+        )
+    if tune.warmup_steps is not None and tune.warmup_steps < 0:
+        raise InitConfigError(f"--warmup-steps must be >= 0 (got {tune.warmup_steps}).")
+    if not tune.head_lr_multiplier > 0:
+        raise InitConfigError(f"--head-lr-multiplier must be > 0 (got {tune.head_lr_multiplier}); 1.0 = off.")
+    if not 0 < tune.layer_decay <= 1:
+        raise InitConfigError(f"--layer-decay must be in (0, 1] (got {tune.layer_decay}); 1.0 = off.")
+    if tune.num_layers is not None and tune.num_layers < 1:
+        raise InitConfigError(f"--num-layers must be >= 1 (got {tune.num_layers}).")
+    if tune.num_layers is not None and tune.layer_decay == 1.0:
+        raise InitConfigError("--num-layers is the encoder's layers for --layer-decay; give --layer-decay too.")
+    optimizer = config["training"]["optimizer"]
+    if tune.head_lr_multiplier != 1.0 or tune.layer_decay != 1.0:
+        if features != "transformer":
+            raise InitConfigError(
+                f"--head-lr-multiplier and --layer-decay set the rates of a fine-tuned transformer "
+                f"against its head; --features {features} fine-tunes none (use --features transformer)."
+            )
+        if optimizer.get("@optimizers") != "Adam.v1":
+            raise InitConfigError(
+                f"--head-lr-multiplier and --layer-decay go on Adam.v1; this config's optimizer is "
+                f"{optimizer.get('@optimizers')}."
+            )
+        piece = _read_fragment("optimizer/grouped_adam")["training"]["optimizer"]
+        # the Adam settings of the config stay; the function and the group rates are the piece's
+        grouped = {"@optimizers": piece.pop("@optimizers"),
+                   **{k: v for k, v in optimizer.items() if not k.startswith("@")}, **piece}
+        grouped.update(head_lr_multiplier=tune.head_lr_multiplier, layer_decay=tune.layer_decay)
+        if tune.layer_decay != 1.0:
+            grouped["num_layers"] = tune.num_layers or _encoder_layers((overrides or {}).get("paths.transformer"))
+        config["training"]["optimizer"] = optimizer = grouped
+    if tune.schedule == "warmup_linear":
+        rate = optimizer.get("learn_rate")
+        if not isinstance(rate, (int, float)) or isinstance(rate, bool):
+            raise InitConfigError(f"--schedule replaces a fixed learn_rate; this config's is {rate!r}.")
+        max_steps = config["training"].get("max_steps")
+        if isinstance(max_steps, int) and max_steps <= tune.warmup_steps:
+            raise InitConfigError(
+                f"--schedule warmup_linear decays to 0 at training.max_steps ({max_steps}), which must be "
+                f"larger than --warmup-steps ({tune.warmup_steps})"
+                + (" (max_steps = 0 trains by max_epochs: give --training.max_steps N)." if max_steps == 0 else ".")
+            )
+        piece = _read_fragment("optimizer/warmup_linear")["training"]["optimizer"]["learn_rate"]
+        schedule = {"@schedules": piece.pop("@schedules"), "initial_rate": rate, **piece}
+        schedule["warmup_steps"] = tune.warmup_steps
+        optimizer["learn_rate"] = schedule
+
+
 def _check(name: str, value: str, choices: Dict[str, Choice]) -> Choice:
     if value not in choices:
         raise InitConfigError(
@@ -180,13 +290,16 @@ def _nest(overrides: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def compose(
-    *, arch: str, features: str, setting: str, overrides: Optional[Dict[str, Any]] = None
+    *, arch: str, features: str, setting: str, overrides: Optional[Dict[str, Any]] = None,
+    fine_tune: Optional[FineTune] = None,
 ) -> Config:
     """The partial config of one choice, before spaCy's defaults are filled in.
 
     arch (str): a key of ARCHS. features (str): a key of FEATURES. setting (str): a key of
     SETTINGS. overrides (Dict[str, Any]): dotted settings (``{"training.max_steps": 100}``) laid
     over the pieces; a section value naming another registered function replaces that section.
+    fine_tune (Optional[FineTune]): the optimizer's schedule and rates per group, laid over the
+    overrides (an overridden learn_rate is where the schedule starts).
     """
     arch_choice = _check("architecture (--arch)", arch, ARCHS)
     feature_choice = _check("features (--features)", features, FEATURES)
@@ -221,6 +334,9 @@ def compose(
                 f"sections: {', '.join(sorted(known))}."
             )
         _merge(config, _nest(overrides))
+    if fine_tune is not None:
+        # after the overrides: an overridden learn_rate is the one the schedule starts from
+        _apply_fine_tune(config, fine_tune, features, overrides)
     return Config(config)
 
 
@@ -306,9 +422,10 @@ def check_overrides(base: Config, filled: Config, overrides: Dict[str, Any]) -> 
 
 
 def header(*, arch: str, features: str, setting: str, output: str,
-           overrides: Optional[Dict[str, Any]] = None) -> str:
+           overrides: Optional[Dict[str, Any]] = None, fine_tune: Optional[FineTune] = None) -> str:
     """The comment lines on top of a written config: what made it and how to train it."""
     made = f"python -m spacy_crossner init-config {output} --arch {arch} --features {features} --setting {setting}"
+    made += fine_tune.flags() if fine_tune is not None else ""
     for key, value in (overrides or {}).items():
         made += f" --{key} " + (f"'{json.dumps(value)}'" if isinstance(value, (dict, list)) else json.dumps(value))
     lines = [
@@ -324,30 +441,34 @@ def header(*, arch: str, features: str, setting: str, output: str,
 
 def config_text(
     *, arch: str, features: str, setting: str, output: str = "config.cfg",
-    overrides: Optional[Dict[str, Any]] = None,
+    overrides: Optional[Dict[str, Any]] = None, fine_tune: Optional[FineTune] = None,
 ) -> str:
     """The text of the complete config of one choice: the header, then the filled config.
 
     arch, features, setting (str): the choices (keys of ARCHS, FEATURES, SETTINGS). output (str):
     the file name the header's commands use. overrides (Dict[str, Any]): dotted settings laid
-    over the pieces.
+    over the pieces. fine_tune (Optional[FineTune]): the optimizer's schedule and group rates.
     """
-    filled = fill(compose(arch=arch, features=features, setting=setting, overrides=overrides))
+    filled = fill(compose(arch=arch, features=features, setting=setting, overrides=overrides,
+                          fine_tune=fine_tune))
     if overrides:
-        check_overrides(fill(compose(arch=arch, features=features, setting=setting)), filled, overrides)
+        check_overrides(fill(compose(arch=arch, features=features, setting=setting, fine_tune=fine_tune)),
+                        filled, overrides)
     return header(arch=arch, features=features, setting=setting, output=output,
-                  overrides=overrides) + filled.to_str(interpolate=False)
+                  overrides=overrides, fine_tune=fine_tune) + filled.to_str(interpolate=False)
 
 
 def init_config(
     output: Union[str, Path], *, arch: str, features: str, setting: str,
     overrides: Optional[Dict[str, Any]] = None, force: bool = True,
+    fine_tune: Optional[FineTune] = None,
 ) -> str:
     """Write the complete config of one choice to ``output`` ("-" = stdout); return its text.
 
     output (Union[str, Path]): the .cfg file to write. arch, features, setting (str): the choices
     (keys of ARCHS, FEATURES, SETTINGS). overrides (Dict[str, Any]): dotted settings laid over the
-    pieces. force (bool): overwrite an existing file.
+    pieces. force (bool): overwrite an existing file. fine_tune (Optional[FineTune]): the
+    optimizer's schedule and rates per group (FineTune's defaults: the config's own).
     """
     path = Path(output)
     if str(output) != "-":
@@ -361,7 +482,7 @@ def init_config(
                     raise InitConfigError(f"{path}: {parent} is a file, not a folder.")
                 break
     text = config_text(arch=arch, features=features, setting=setting, output=str(output),
-                       overrides=overrides)
+                       overrides=overrides, fine_tune=fine_tune)
     if str(output) == "-":
         print(text, end="")
         return text

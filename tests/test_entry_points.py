@@ -16,6 +16,8 @@ GROUPS = {
     "spacy_callbacks": "callbacks",
     "spacy_batchers": "batchers",
     "spacy_augmenters": "augmenters",
+    "thinc_optimizers": "optimizers",
+    "thinc_schedules": "schedules",
 }
 
 
