@@ -6,9 +6,9 @@ for each (domain, task) pair: (source, NER), (source, LM), (target, NER), (targe
 NER pass uses its own domain's weights (in unsupervised adaptation the target's NER weights are
 never trained on target labels: they come from the target domain embedding, which the language
 model trains, and the NER task embedding, which the source trains); its emissions go to the
-linear map and output head (e.g. a CRF) of its labelled domain (``domain_aliases`` ties an unlabelled target to the
-source's). Language models (forward and backward, one sampled-softmax output table) run on raw
-text and, by default, on the labelled sentences. The torch modules are in
+linear map and output head (e.g. a CRF) of its labelled domain (``domain_aliases`` ties an
+unlabelled target to the source's). Language models (forward and backward, one sampled-softmax
+output table) run on raw text and, by default, on the labelled sentences. The torch modules are in
 :mod:`~spacy_crossner.models.pytorch_pgn`; see ``../shared/specs/pgn.md``.
 
 The LM passes need context-free input features (``spacy_crossner.WordCharEmbed.v1``): with a
