@@ -23,6 +23,9 @@ ENTRY_POINTS = {
         "spacy_crossner.CRFHead.v1 = spacy_crossner.models.head:build_crf_head",
         "spacy_crossner.SoftmaxHead.v1 = spacy_crossner.models.head:build_softmax_head",
         "spacy_crossner.AutoregressiveHead.v1 = spacy_crossner.models.head:build_autoregressive_head",
+        "spacy_crossner.MoEE.v2 = spacy_crossner.models.moee:build_moee_v2",
+        "spacy_crossner.MultiCellLSTM.v2 = spacy_crossner.models.multi_cell:build_multi_cell_lstm_v2",
+        "spacy_crossner.PGNBiLSTM.v2 = spacy_crossner.models.pgn:build_pgn_bilstm_v2",
     ],
     "spacy_readers": [
         "spacy_crossner.MultiDomainCorpus.v1 = spacy_crossner.readers:create_multi_domain_corpus",

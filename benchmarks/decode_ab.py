@@ -14,6 +14,7 @@ largest difference of their entity probabilities, and the median time of each. t
 thread.
 """
 import argparse
+import inspect
 import sys
 from pathlib import Path
 
@@ -31,6 +32,36 @@ def load_old(commit: str, stack) -> tuple:
     renamed = heads.__name__.rsplit(".", 1)[1]
     head = import_old(commit, "head", stack, {"from .pytorch_heads import": f"from .{renamed} import"})
     return heads, head
+
+
+def with_old_head(model, old_heads, old_head):
+    """A stand-in for ``model`` whose head is the other commit's CRF head with the same weights:
+    its ``"head"`` ref is a layer of that commit's converters and decoding around that commit's
+    CRFHead, its attrs (domains and tags) are the model's. Both decoders then read their own
+    head through the public refs; nothing of a shim is swapped."""
+    from thinc.api import Model
+
+    from spacy_crossner.models.head import get_head
+    from spacy_crossner.models.torch_layer import torch_module, wrap_torch
+
+    new_module = torch_module(get_head(model))
+    old_module = old_heads.CRFHead()
+    # the CRF head's setup took (domain_tags) before it took a build_config
+    if "build_config" in inspect.signature(old_module.setup).parameters:
+        old_module.setup(new_module.domain_tags, {})
+    else:
+        old_module.setup(new_module.domain_tags)
+    old_module.load_state_dict(new_module.state_dict())
+    layer = wrap_torch(old_module, old_head._head_inputs, old_head._head_outputs)
+    # commits before the heads became registered layers name their decoding by string
+    layer.attrs["decoder"] = "crf"
+    if hasattr(old_head, "decode_crf"):
+        layer.attrs["decode"] = old_head.decode_crf
+    return Model(f"{model.name}_old_head", _not_run, layers=[layer], refs={"head": layer}, attrs=model.attrs)
+
+
+def _not_run(model, X, is_train):
+    raise NotImplementedError("the stand-in model only decodes (decode_ab.py)")
 
 
 def main() -> None:
@@ -83,19 +114,11 @@ def main() -> None:
             list(nlp.pipe(docs, batch_size=256))
             pipeline.head_decode = original
             model = nlp.get_pipe("crossner").model
-            shim = new_head.get_head(model).shims[0]
-            new_module = shim._model
-            old_module = old_heads.CRFHead()
-            old_module.setup(new_module.domain_tags)
-            old_module.load_state_dict(new_module.state_dict())
+            old_model = with_old_head(model, old_heads, old_head)
 
             def run(which):
                 if which == "old":
-                    shim._model = old_module
-                    try:
-                        return [old_head.decode(model, o, w) for o, w in captured]
-                    finally:
-                        shim._model = new_module
+                    return [old_head.decode(old_model, o, w) for o, w in captured]
                 return [new_head.decode(model, o, w) for o, w in captured]
 
             results = {k: [d for batch in run(k) for d in batch] for k in ("old", "new")}

@@ -177,9 +177,32 @@ def predictions(docs):
     return [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs]
 
 
+def torch_modules(model):
+    """The torch modules of a component's model, each with the layer that runs it, reached
+    through public accessors: a crossner layer's shim (``TorchModuleShim.module``) and a
+    spacy-transformers ``TransformerModel``'s ``transformer``. A layer with a shim neither
+    reaches is returned with None, so that no torch module goes unchecked."""
+    from spacy_crossner.models.torch_layer import TorchModuleShim
+
+    try:
+        from spacy_transformers.layers import TransformerModel
+    except ImportError:  # pragma: no cover - spacy-transformers is a dependency
+        TransformerModel = ()
+    found, covered = [], set()
+    for node in model.walk():
+        if isinstance(node, TransformerModel):
+            found.append((node, node.transformer))
+            covered.update(layer.id for layer in node.walk() if layer is not node)
+    for node in model.walk():
+        if node.id in covered:
+            continue
+        for shim in node.shims:
+            found.append((node, shim.module if isinstance(shim, TorchModuleShim) else None))
+    return found
+
+
 def device_problems(nlp, device: str):
     """Every component model's ops and every torch tensor's device that is not ``device``."""
-    import torch
     from thinc.api import CupyOps, NumpyOps
 
     want_ops = CupyOps if device == "cuda" else NumpyOps
@@ -192,13 +215,14 @@ def device_problems(nlp, device: str):
         for node in model.walk():
             if not isinstance(node.ops, want_ops):
                 problems.append(f"{name}: layer {node.name} has {type(node.ops).__name__}")
-            for shim in node.shims:
-                module = getattr(shim, "_model", None)
-                if isinstance(module, torch.nn.Module):
-                    for pname, tensor in list(module.named_parameters()) + list(module.named_buffers()):
-                        n_tensors += 1
-                        if tensor.device.type != device:
-                            problems.append(f"{name}: {node.name}.{pname} on {tensor.device}")
+        for node, module in torch_modules(model):
+            if module is None:
+                problems.append(f"{name}: layer {node.name} has a shim with no public torch module to check")
+                continue
+            for pname, tensor in list(module.named_parameters()) + list(module.named_buffers()):
+                n_tensors += 1
+                if tensor.device.type != device:
+                    problems.append(f"{name}: {node.name}.{pname} on {tensor.device}")
     return problems, n_tensors
 
 

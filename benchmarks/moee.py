@@ -285,13 +285,13 @@ def run_main(args) -> None:
     for _ in range(args.rounds):
         for name in infer:
             nlp = models[moee_name if name.startswith("MoEE") else name]
-            emitter = nlp.get_pipe("crossner").model.get_ref("emitter").shims[0]._model
+            emitter = emitter_of(nlp)
             if name.startswith("MoEE"):
                 emitter.fold_at_prediction = name == moee_name
             start = time.perf_counter()
             list(nlp.pipe([d.copy() for d in infer_docs], batch_size=128))
             infer[name].append(n_infer_words / (time.perf_counter() - start))
-    models[moee_name].get_pipe("crossner").model.get_ref("emitter").shims[0]._model.fold_at_prediction = True
+    emitter_of(models[moee_name]).fold_at_prediction = True
     zero_shot = {n: {} for n in models}
     for target, docs in targets.items():
         for name, nlp in models.items():
@@ -303,6 +303,13 @@ def run_main(args) -> None:
                  zero_shot, train_docs, dev_docs, load_before, total_minutes, torch, thinc)
 
 
+def emitter_of(nlp):
+    """The torch emitter of a pipeline's crossner model (through the model's public refs)."""
+    from spacy_crossner.models.base import get_emitter
+
+    return get_emitter(nlp.get_pipe("crossner").model)
+
+
 def write_report(args, models, configs, train_words, train_time, infer, n_infer_words, best, curves,
                  zero_shot, train_docs, dev_docs, load_before, total_minutes, torch, thinc) -> None:
     import spacy
@@ -310,7 +317,7 @@ def write_report(args, models, configs, train_words, train_time, infer, n_infer_
     base, moee = "BiLSTMCRF", "MoEE (MTL+MoEE)"
     n_params = {}
     for name, nlp in models.items():
-        module = nlp.get_pipe("crossner").model.get_ref("emitter").shims[0]._model
+        module = emitter_of(nlp)
         n_params[name] = sum(p.numel() for p in module.parameters())
     command = "python benchmarks/moee.py " + " ".join(sys.argv[1:])
     now = utc_now()

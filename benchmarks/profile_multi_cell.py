@@ -37,7 +37,9 @@ def main() -> None:
     nlp = build_crossner("multi_cell", target="science")
     examples = make_examples(nlp, docs)
     nlp.initialize(lambda: examples)
-    cells = nlp.get_pipe("crossner").model.get_ref("emitter").shims[0]._model.types
+    from spacy_crossner.models.base import get_emitter
+
+    cells = get_emitter(nlp.get_pipe("crossner").model).types
     from thinc.api import Adam
 
     opt = Adam(0.001)

@@ -4,6 +4,7 @@ import numpy
 import pytest
 import torch
 from spacy.util import registry
+from confection import ConfigValidationError
 from thinc.api import Config, fix_random_seed
 
 from spacy_crossner.models import head as heads
@@ -44,13 +45,27 @@ def test_heads_are_registered_architectures(name):
     assert "decoder" not in layer.attrs  # no decoder strings to branch on
 
 
+# every architecture that takes its head by ref, with tiny settings
+BY_REF = {
+    "spacy_crossner.BiLSTMCRF.v2": {"hidden_size": 8},
+    "spacy_crossner.TransformerTagger.v2": {},
+    "spacy_crossner.MultiCellLSTM.v2": {"hidden_size": 8},
+    "spacy_crossner.PGNBiLSTM.v2": {"hidden_size": 8, "lm_samples": 5},
+    "spacy_crossner.MoEE.v2": {"hidden_size": 8, "depth": 1, "expert_width": 8},
+}
+
+
+@pytest.mark.parametrize("arch", list(BY_REF))
 @pytest.mark.parametrize("name", ["spacy_crossner.CRFHead.v1", "spacy_crossner.SoftmaxHead.v1"])
-def test_the_config_chooses_the_head(name):
-    model = registry.resolve(Config({"model": MODELS[name]}))["model"]
+def test_the_config_chooses_the_head(arch, name):
+    config = {"@architectures": arch, **BY_REF[arch], "tok2vec": TINY_FEATURES, "head": {"@architectures": name}}
+    model = registry.resolve(Config({"model": config}))["model"]
     assert isinstance(torch_module(get_head(model)), HEADS[name][1])
     assert get_head(model).attrs["decode"] is {"spacy_crossner.CRFHead.v1": heads.decode_crf}.get(
         name, heads.decode_softmax
     )
+    with pytest.raises(ConfigValidationError, match="head"):
+        registry.resolve(Config({"model": {k: v for k, v in config.items() if k != "head"}}))
 
 
 def is_bio(tags):

@@ -47,7 +47,7 @@ def experts(n_in=12, types=("LOC", "MISC", "ORG", "PER"), width=7, seed=0):
 
 def emitter(**kwargs):
     torch.manual_seed(0)
-    options = dict(use_mtl=True, use_moee=True, use_crf=True, dropout=0.0, task1_weight=1.0,
+    options = dict(use_mtl=True, use_moee=True, task1_crf=True, dropout=0.0, task1_weight=1.0,
                    gate_weight=1.0, coarse_tags="bio", concat_hidden=False)
     options.update(kwargs)
     module = MoEEEmitter(8, 1, 6, **options)
@@ -151,7 +151,7 @@ def test_losses_follow_the_switches_and_are_finite():
         ({"use_mtl": False}, {"gate"}),
         ({"use_moee": False}, {"task1"}),
         ({"use_mtl": False, "use_moee": False}, set()),
-        ({"use_crf": False}, {"task1", "gate"}),
+        ({"task1_crf": False}, {"task1", "gate"}),
     ):
         module = emitter(**kwargs).train()
         scores, losses = module(X, lengths, ["news", "ai"], gold=gold)

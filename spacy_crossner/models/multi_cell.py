@@ -1,12 +1,13 @@
-"""``spacy_crossner.MultiCellLSTM.v1``: the multi-cell compositional LSTM of Jia & Zhang (ACL
-2020) for supervised (SDA) and unsupervised (UDA) domain adaptation.
+"""``spacy_crossner.MultiCellLSTM.v2`` (and v1): the multi-cell compositional LSTM of Jia &
+Zhang (ACL 2020) for supervised (SDA) and unsupervised (UDA) domain adaptation.
 
 Entity-typed cells (one per entity type over all domains, 'O' included), a compositional cell
-merging them with additive attention, both directions, a linear map and a CRF per domain (the
-component's ``"crf"`` ref). Each domain uses only its own cells. Auxiliary losses (entity-type
-prediction from the typed cells' states, attention scoring) take their labels from the gold BIO
-tags, or, for raw text (UDA), from an entity dictionary; raw text also trains a forward and a
-backward language model with a sampled softmax. The torch modules are in
+merging them with additive attention, both directions, a linear map per domain and the output
+head (ref ``"head"``, e.g. a CRF per domain: ``spacy_crossner.CRFHead.v1``). Each domain uses
+only its own cells. Auxiliary losses (entity-type prediction from the typed cells' states,
+attention scoring) take their labels from the gold BIO tags, or, for raw text (UDA), from an
+entity dictionary; raw text also trains a forward and a backward language model with a sampled
+softmax. The torch modules are in
 :mod:`~spacy_crossner.models.pytorch_multi_cell`; see ``../shared/specs/multi_cell_lstm.md``.
 
 The cell inventory (and the LM vocabulary) live in ``build_config``, so a saved pipeline rebuilds
@@ -33,12 +34,12 @@ from .pytorch_multi_cell import (
 )
 
 
-@registry.architectures("spacy_crossner.MultiCellLSTM.v1")
-def build_multi_cell_lstm(
+@registry.architectures("spacy_crossner.MultiCellLSTM.v2")
+def build_multi_cell_lstm_v2(
     tok2vec: Model[List[Doc], List[Floats2d]],
+    head: Model,
     hidden_size: int = 100,
     dropout: float = 0.5,
-    use_crf: bool = True,
     attention_sharing: str = "per_domain_code",
     att_loss_on: str = "probs_code",
     ent_weight: float = 1.0,
@@ -54,15 +55,16 @@ def build_multi_cell_lstm(
     dictionary_label_map: Dict[str, str] = {},
     identical_init: bool = True,
 ) -> Model[TaggerInput, TaggerOutput]:
-    """Multi-cell compositional BiLSTM with a head and CRF per domain.
+    """Multi-cell compositional BiLSTM, a linear map per domain, then the output head.
 
     tok2vec (Model[List[Doc], List[Floats2d]]): token features: ``spacy_crossner.WordCharEmbed.v1``
         (the paper's context-free input; required for the LMs, which must not see the word they
         predict), a spaCy tok2vec, or transformer vectors (the +BERT variant).
+    head (Model): the output head, e.g. ``spacy_crossner.CRFHead.v1`` (a CRF per domain: the
+        paper's) or ``spacy_crossner.SoftmaxHead.v1``.
     hidden_size (int): d, hidden width per direction (the paper: 100); attention width 2d.
     dropout (float): dropout on the hidden and cell states (the paper: 0.5); the input
         dropout is the tok2vec's own.
-    use_crf (bool): a CRF per domain (True) or a softmax per token (False).
     attention_sharing (str): "per_domain_code" (one attention set per domain, sources reuse P
         for Q: the authors' code) or "shared" (one set: the paper).
     att_loss_on (str): "probs_code" (averaged attention probabilities used as logits: the code)
@@ -88,14 +90,14 @@ def build_multi_cell_lstm(
     """
     if hidden_size < 1:
         raise ValueError(
-            f"spacy_crossner.MultiCellLSTM.v1: hidden_size must be positive, got {hidden_size}"
+            f"spacy_crossner.MultiCellLSTM: hidden_size must be positive, got {hidden_size}"
         )
     if lm_weight < 0 or ent_weight < 0 or att_weight < 0:
         raise ValueError(
-            "spacy_crossner.MultiCellLSTM.v1: lm_weight, ent_weight and att_weight must be >= 0"
+            "spacy_crossner.MultiCellLSTM: lm_weight, ent_weight and att_weight must be >= 0"
         )
     require_context_free(
-        tok2vec, architecture="spacy_crossner.MultiCellLSTM.v1", lm_weights={"lm_weight": lm_weight}
+        tok2vec, architecture="spacy_crossner.MultiCellLSTM", lm_weights={"lm_weight": lm_weight}
     )
     emitter = MultiCellEmitter(
         width=hidden_size,
@@ -112,7 +114,7 @@ def build_multi_cell_lstm(
     )
     use_lm = lm_weight > 0
     model = build_crossner_model(
-        "multi_cell_lstm", tok2vec, emitter, head=head_for(use_crf),
+        "multi_cell_lstm", tok2vec, emitter, head=head,
         extra_inputs=multi_cell_extra_inputs, init=multi_cell_init,
     )
     model.attrs.update(
@@ -127,6 +129,55 @@ def build_multi_cell_lstm(
     if use_lm:
         model.attrs["init_corpus"] = multi_cell_init_corpus
     return model
+
+
+@registry.architectures("spacy_crossner.MultiCellLSTM.v1")
+def build_multi_cell_lstm(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    hidden_size: int = 100,
+    dropout: float = 0.5,
+    use_crf: bool = True,
+    attention_sharing: str = "per_domain_code",
+    att_loss_on: str = "probs_code",
+    ent_weight: float = 1.0,
+    att_weight: float = 1.0,
+    domain_weights: Dict[str, float] = {},
+    lm_weight: float = 0.0,
+    lm_samples: int = 50,
+    lm_vocab_size: int = 20000,
+    lm_min_count: int = 1,
+    lm_lowercase: bool = False,
+    lm_logq_correction: bool = False,
+    dictionary: Optional[str] = None,
+    dictionary_label_map: Dict[str, str] = {},
+    identical_init: bool = True,
+) -> Model[TaggerInput, TaggerOutput]:
+    """``spacy_crossner.MultiCellLSTM.v2`` with its head given by a flag (kept for the configs
+    that use it; the same computation).
+
+    use_crf (bool): a CRF per domain (True, ``CRFHead.v1``) or a softmax per token (False,
+        ``SoftmaxHead.v1``). The other settings are v2's.
+    """
+    return build_multi_cell_lstm_v2(
+        tok2vec,
+        head_for(use_crf),
+        hidden_size=hidden_size,
+        dropout=dropout,
+        attention_sharing=attention_sharing,
+        att_loss_on=att_loss_on,
+        ent_weight=ent_weight,
+        att_weight=att_weight,
+        domain_weights=domain_weights,
+        lm_weight=lm_weight,
+        lm_samples=lm_samples,
+        lm_vocab_size=lm_vocab_size,
+        lm_min_count=lm_min_count,
+        lm_lowercase=lm_lowercase,
+        lm_logq_correction=lm_logq_correction,
+        dictionary=dictionary,
+        dictionary_label_map=dictionary_label_map,
+        identical_init=identical_init,
+    )
 
 
 def multi_cell_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
@@ -168,7 +219,7 @@ def multi_cell_extra_inputs(
         vocab = model.attrs["build_config"].get(LM_VOCAB_KEY)
         if vocab is None:
             raise ValueError(
-                "spacy_crossner.MultiCellLSTM.v1: lm_weight > 0 but the model has no LM "
+                "spacy_crossner.MultiCellLSTM: lm_weight > 0 but the model has no LM "
                 "vocabulary; initialize the pipeline (spacy train does) before training."
             )
         if cache.get("vocab") is not vocab:
@@ -182,7 +233,7 @@ def multi_cell_extra_inputs(
             entries = EntityDictionary.from_dir(dictionary, model.attrs["dictionary_label_map"])
             if not set(entries.types) & set(types):
                 raise ValueError(
-                    f"spacy_crossner.MultiCellLSTM.v1: no type of the dictionary {dictionary} "
+                    f"spacy_crossner.MultiCellLSTM: no type of the dictionary {dictionary} "
                     f"({entries.types}) is an entity label of the model ({types[1:]}): map "
                     "file stems to labels with dictionary_label_map, e.g. "
                     '{"organization": "organisation"}.'

@@ -1,14 +1,14 @@
-"""``spacy_crossner.PGNBiLSTM.v1``: parameter generation network with cross-domain language
-modelling (Jia, Liang & Zhang, ACL 2019).
+"""``spacy_crossner.PGNBiLSTM.v2`` (and v1): parameter generation network with cross-domain
+language modelling (Jia, Liang & Zhang, ACL 2019).
 
 A meta tensor and embeddings of domains and tasks generate the weights of a one-layer BiLSTM
 for each (domain, task) pair: (source, NER), (source, LM), (target, NER), (target, LM). A doc's
 NER pass uses its own domain's weights (in unsupervised adaptation the target's NER weights are
 never trained on target labels: they come from the target domain embedding, which the language
 model trains, and the NER task embedding, which the source trains); its emissions go to the
-head and CRF of its labelled domain (``domain_aliases`` ties an unlabelled target to the
-source's). Language models (forward and backward, one sampled-softmax output table) run on raw
-text and, by default, on the labelled sentences. The torch modules are in
+linear map and output head (e.g. a CRF) of its labelled domain (``domain_aliases`` ties an
+unlabelled target to the source's). Language models (forward and backward, one sampled-softmax
+output table) run on raw text and, by default, on the labelled sentences. The torch modules are in
 :mod:`~spacy_crossner.models.pytorch_pgn`; see ``../shared/specs/pgn.md``.
 
 The LM passes need context-free input features (``spacy_crossner.WordCharEmbed.v1``): with a
@@ -32,9 +32,10 @@ from .pytorch_pgn import PGNEmitter
 SETTINGS = ("supervised", "unsupervised", "combined")
 
 
-@registry.architectures("spacy_crossner.PGNBiLSTM.v1")
-def build_pgn_bilstm(
+@registry.architectures("spacy_crossner.PGNBiLSTM.v2")
+def build_pgn_bilstm_v2(
     tok2vec: Model[List[Doc], List[Floats2d]],
+    head: Model,
     hidden_size: int = 100,
     domain_width: int = 8,
     task_width: int = 8,
@@ -51,14 +52,15 @@ def build_pgn_bilstm(
     lm_samples: int = 50,
     lm_sampled: bool = True,
     logq_correction: bool = True,
-    use_crf: bool = True,
     meta_scale: float = 1.0,
 ) -> Model[TaggerInput, TaggerOutput]:
-    """BiLSTMs generated per (domain, task) from a meta tensor, NER with a CRF per labelled
-    domain, forward/backward LMs with a sampled softmax.
+    """BiLSTMs generated per (domain, task) from a meta tensor, NER through a linear map per
+    labelled domain and the output head, forward/backward LMs with a sampled softmax.
 
     tok2vec (Model[List[Doc], List[Floats2d]]): context-free token features (default
         ``spacy_crossner.WordCharEmbed.v1``; the LM passes read the same features).
+    head (Model): the NER output head, e.g. ``spacy_crossner.CRFHead.v1`` (a CRF per labelled
+        domain: the paper's) or ``spacy_crossner.SoftmaxHead.v1``.
     hidden_size (int): LSTM width per direction (paper: 100).
     domain_width (int): width U of the domain embeddings (paper: 8).
     task_width (int): width V of the task embeddings (paper: 8).
@@ -83,7 +85,6 @@ def build_pgn_bilstm(
     lm_sampled (bool): sampled softmax in training (False: full softmax).
     logq_correction (bool): subtract ln E(k) from sampled logits, as the authors' code does
         (False: the paper's plain negative sampling over the same log-uniform law).
-    use_crf (bool): a CRF per labelled domain (paper) or a softmax per token.
     meta_scale (float): the meta tensor W is stored divided by this and multiplied back when
         generating (same function, same initial weights). Adam moves each of W's V x U entries
         per generated weight by about the learning rate, so a step moves the generated BiLSTM
@@ -92,18 +93,18 @@ def build_pgn_bilstm(
         (their optimizer is SGD, which has no such amplification).
     """
     if not meta_scale > 0:
-        raise ValueError(f"spacy_crossner.PGNBiLSTM.v1: meta_scale must be positive (got {meta_scale})")
+        raise ValueError(f"spacy_crossner.PGNBiLSTM: meta_scale must be positive (got {meta_scale})")
     if setting not in SETTINGS:
         raise ValueError(
-            f"spacy_crossner.PGNBiLSTM.v1: setting = {setting!r}; use one of {list(SETTINGS)}"
+            f"spacy_crossner.PGNBiLSTM: setting = {setting!r}; use one of {list(SETTINGS)}"
         )
     if hidden_size < 1 or domain_width < 1 or task_width < 1 or lm_samples < 1:
         raise ValueError(
-            "spacy_crossner.PGNBiLSTM.v1: hidden_size, domain_width, task_width and lm_samples "
+            "spacy_crossner.PGNBiLSTM: hidden_size, domain_width, task_width and lm_samples "
             f"must be positive (got {hidden_size}, {domain_width}, {task_width}, {lm_samples})"
         )
     require_context_free(
-        tok2vec, architecture="spacy_crossner.PGNBiLSTM.v1",
+        tok2vec, architecture="spacy_crossner.PGNBiLSTM",
         lm_weights={"lm_weight_source": lm_weight_source, "lm_weight_target": lm_weight_target},
     )
     emitter = PGNEmitter(
@@ -120,7 +121,7 @@ def build_pgn_bilstm(
         meta_scale=meta_scale,
     )
     model = build_crossner_model(
-        "pgn_bilstm", tok2vec, emitter, head=head_for(use_crf), extra_inputs=pgn_extra_inputs
+        "pgn_bilstm", tok2vec, emitter, head=head, extra_inputs=pgn_extra_inputs
     )
     model.attrs.update(
         uses_raw_text=True,
@@ -133,6 +134,57 @@ def build_pgn_bilstm(
         uses_lm=bool(lm_weight_source or lm_weight_target),
     )
     return model
+
+
+@registry.architectures("spacy_crossner.PGNBiLSTM.v1")
+def build_pgn_bilstm(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    hidden_size: int = 100,
+    domain_width: int = 8,
+    task_width: int = 8,
+    dropout: float = 0.5,
+    setting: str = "supervised",
+    ner_weight_source: float = 1.0,
+    ner_weight_target: float = 2.0,
+    lm_weight_source: float = 1.0,
+    lm_weight_target: float = 1.0,
+    lm_on_labelled: bool = True,
+    lm_vocab_size: int = 20000,
+    lm_min_count: int = 1,
+    lm_lowercase: bool = False,
+    lm_samples: int = 50,
+    lm_sampled: bool = True,
+    logq_correction: bool = True,
+    use_crf: bool = True,
+    meta_scale: float = 1.0,
+) -> Model[TaggerInput, TaggerOutput]:
+    """``spacy_crossner.PGNBiLSTM.v2`` with its head given by a flag (kept for the configs that
+    use it; the same computation).
+
+    use_crf (bool): a CRF per labelled domain (True, ``CRFHead.v1``: the paper) or a softmax
+        per token (False, ``SoftmaxHead.v1``). The other settings are v2's.
+    """
+    return build_pgn_bilstm_v2(
+        tok2vec,
+        head_for(use_crf),
+        hidden_size=hidden_size,
+        domain_width=domain_width,
+        task_width=task_width,
+        dropout=dropout,
+        setting=setting,
+        ner_weight_source=ner_weight_source,
+        ner_weight_target=ner_weight_target,
+        lm_weight_source=lm_weight_source,
+        lm_weight_target=lm_weight_target,
+        lm_on_labelled=lm_on_labelled,
+        lm_vocab_size=lm_vocab_size,
+        lm_min_count=lm_min_count,
+        lm_lowercase=lm_lowercase,
+        lm_samples=lm_samples,
+        lm_sampled=lm_sampled,
+        logq_correction=logq_correction,
+        meta_scale=meta_scale,
+    )
 
 
 def pgn_init_corpus(model: Model, get_examples: Callable[[], Iterable[Example]]) -> None:
@@ -160,7 +212,7 @@ def pgn_init_corpus(model: Model, get_examples: Callable[[], Iterable[Example]])
                                min_count=attrs["lm_min_count"], lowercase=attrs["lm_lowercase"])
         if len(vocab) < 2:
             raise ValueError(
-                "spacy_crossner.PGNBiLSTM.v1: no text for the language models (no raw-text "
+                "spacy_crossner.PGNBiLSTM: no text for the language models (no raw-text "
                 "corpus with raw = true, and lm_on_labelled = false, or lm_min_count too "
                 "high). Add raw text in [corpora.train.domains] or set both LM weights to 0."
             )

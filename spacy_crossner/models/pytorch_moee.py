@@ -1,11 +1,12 @@
-"""Torch modules of ``spacy_crossner.MoEE.v1`` (Liu, Winata & Fung 2020, specs/moee.md).
+"""Torch modules of ``spacy_crossner.MoEE.v2`` and v1 (Liu, Winata & Fung 2020, specs/moee.md).
 
 - :func:`coarse_tag_maps`: each IOB2 tag's Task-1 tag (entity vs non-entity) and gate label
   (entity type, expert 0 = non-entity).
 - :class:`EntityExperts`: E experts and the gate as ONE linear map (one GEMM per batch), the
   gate-weighted meta feature, and the fold ``U_a = W_a V`` used at prediction.
 - :class:`MoEEEmitter`: encoder (BiLSTM or none), Task 1 with its own CRF (or softmax), MoEE,
-  and per-domain Task-2 heads whose CRF (or softmax) the crossner component owns.
+  and per-domain Task-2 linear maps whose scores the architecture's output head turns into the
+  loss and the tags.
 
 Experts are keyed by entity type *name*, over the union of all domains' labels: a type shared
 by two domains (``person`` in conll2003 and ai) shares its expert. The order is the sorted
@@ -180,9 +181,9 @@ class EntityExperts(Regrown, nn.Module):
 class MoEEEmitter(Emitter):
     """Encoder, Task 1 (entity vs non-entity, own CRF), MoEE, and Task-2 heads per domain.
 
-    The returned scores are Task 2's emissions (the component's per-domain CRF or softmax turns
-    them into the NER loss and the tags); the Task-1 loss and the gate loss are returned as
-    weighted auxiliary losses during training.
+    The returned scores are Task 2's emissions (the architecture's output head turns them into
+    the NER loss and the tags); the Task-1 loss (a CRF's with ``task1_crf``, else per-token
+    cross-entropy) and the gate loss are returned as weighted auxiliary losses during training.
     """
 
     def __init__(
@@ -193,7 +194,7 @@ class MoEEEmitter(Emitter):
         *,
         use_mtl: bool,
         use_moee: bool,
-        use_crf: bool,
+        task1_crf: bool,
         dropout: float,
         task1_weight: float,
         gate_weight: float,
@@ -207,7 +208,7 @@ class MoEEEmitter(Emitter):
         self.dropout_rate = dropout
         self.use_mtl = use_mtl
         self.use_moee = use_moee
-        self.use_crf = use_crf
+        self.use_task1_crf = task1_crf
         self.task1_weight = task1_weight
         self.gate_weight = gate_weight
         self.coarse_tags = coarse_tags
@@ -235,7 +236,7 @@ class MoEEEmitter(Emitter):
         task1_tags = TASK1_TAGS[self.coarse_tags]
         if self.use_mtl and self.task1 is None:
             self.task1 = nn.Linear(d_h, len(task1_tags))
-            if self.use_crf:
+            if self.use_task1_crf:
                 self.task1_crf = ConstrainedCRF(task1_tags)
         types = sorted({t for tags in domain_tags.values() for t in tag_types(tags)})
         if self.experts is not None:

@@ -424,12 +424,12 @@ class MultiCellEmitter(Regrown, Emitter):
         super().__init__()
         if attention_sharing not in ATTENTION_SHARING:
             raise ValueError(
-                f"spacy_crossner.MultiCellLSTM.v1: attention_sharing must be one of "
+                f"spacy_crossner.MultiCellLSTM: attention_sharing must be one of "
                 f"{ATTENTION_SHARING}, got {attention_sharing!r}"
             )
         if att_loss_on not in ATT_LOSS_ON:
             raise ValueError(
-                f"spacy_crossner.MultiCellLSTM.v1: att_loss_on must be one of {ATT_LOSS_ON}, "
+                f"spacy_crossner.MultiCellLSTM: att_loss_on must be one of {ATT_LOSS_ON}, "
                 f"got {att_loss_on!r}"
             )
         self.width = width
