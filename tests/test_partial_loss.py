@@ -8,7 +8,7 @@ import numpy
 import pytest
 import spacy
 import torch
-from spacy.tokens import Doc
+from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 from thinc.api import fix_random_seed
 
@@ -19,6 +19,7 @@ from spacy_crossner.models.head import HeadInput, get_head
 from spacy_crossner.models.pytorch_heads import ConstrainedCRF, CRFHead, SoftmaxHead
 from spacy_crossner.models.torch_layer import torch_module
 from spacy_crossner.pipeline import MISSING, _gold_tag_ids
+from test_self_train import CONFIGS, TINY, data  # noqa: F401  (data: the module's teacher fixture)
 from util import TINY_FEATURES, blank_with, make_examples, train
 
 TAGS = bio_tags(["X", "Y"])  # O B-X I-X B-Y I-Y
@@ -294,3 +295,59 @@ def test_a_token_annotated_once_and_unannotated_thrice_is_learnt_as_o_only_under
     set_domain(doc, "ai")
     assert [(e.text, e.label_) for e in nlp(doc).ents] == decoded
     assert low < product_marginal(nlp, words, 2) < high
+
+
+# -- self-training sets it -----------------------------------------------------------------------
+
+
+def test_self_train_sets_missing_as_in_a_factory_block_or_the_sourced_components_callback():
+    from spacy_crossner.self_train import PseudoLabelError, set_missing_as
+
+    joint = spacy.util.load_config(CONFIGS / "bilstm_joint.cfg", interpolate=False)
+    assert set_missing_as(joint, "missing") == ["crossner"]
+    assert joint["components"]["crossner"]["missing_as"] == "missing"
+    finetune = spacy.util.load_config(CONFIGS / "trf_finetune.cfg", interpolate=False)
+    assert "factory" not in finetune["components"]["crossner"]  # sourced: its block cannot say it
+    assert set_missing_as(finetune, "missing") == ["crossner"]
+    assert finetune["initialize"]["after_init"]["missing_as"] == "missing"
+    del finetune["initialize"]["after_init"]
+    with pytest.raises(PseudoLabelError, match=r"no crossner component whose missing_as .* \[initialize.after_init\]"):
+        set_missing_as(finetune, "missing")
+    with pytest.raises(PseudoLabelError, match="--missing-as 'O': choose one of missing, o"):
+        set_missing_as(joint, "O")
+
+
+def test_the_configure_callback_sets_a_sourced_components_missing_as():
+    from spacy_crossner.callbacks import make_configure_callback
+
+    nlp = blank_with({"target_domain": "ai", "model": BILSTM_CRF})
+    nlp.initialize(lambda: make_examples(nlp, [("ai", "Google released TensorFlow .".split(), [(0, 1, "org")])]))
+    make_configure_callback(missing_as="missing")(nlp)
+    assert nlp.get_pipe("crossner").missing_as == "missing"
+    make_configure_callback()(nlp)  # no missing_as: kept
+    assert nlp.get_pipe("crossner").missing_as == "missing"
+
+
+def test_self_train_missing_mode_trains_the_student_with_missing_tokens_marginalised(data, tmp_path):
+    from spacy_crossner.self_train import PseudoLabelError, self_train
+
+    overrides = {**TINY, "training.max_steps": 6, "training.eval_frequency": 3,
+                 **{f"paths.{k}": data[k] for k in ("source_train", "target_train", "target_dev")}}
+    summary = self_train(teacher=data["teacher"], config=CONFIGS / "bilstm_joint.cfg", text=data["text"],
+                         output_dir=tmp_path / "st", threshold=0.5, mode="missing", overrides=overrides)
+    pseudo = list(DocBin().from_disk(tmp_path / "st" / "round1" / "pseudo.spacy").get_docs(spacy.blank("en").vocab))
+    assert any("" in [t.ent_iob_ for t in doc] and doc.has_annotation("ENT_IOB") for doc in pseudo)
+    cfg = spacy.util.load_config(tmp_path / "st" / "round1" / "config.cfg", interpolate=False)
+    assert cfg["components"]["crossner"]["missing_as"] == "missing"
+    student = spacy.load(summary.student).get_pipe("crossner")
+    assert student.missing_as == "missing"
+    # the pseudo docs' unannotated tokens reach the loss as missing (-1), not O
+    eg = Example(Doc(student.vocab, words=[t.text for t in pseudo[0]]), pseudo[0])
+    set_domain(eg.predicted, "ai")
+    gold = student._gold([eg], ["ai"])[0]
+    assert [g == M for g in gold] == [t.ent_iob_ == "" for t in pseudo[0]]
+    with pytest.raises(PseudoLabelError, match="give --missing-as o instead"):
+        self_train(teacher=data["teacher"], config=CONFIGS / "bilstm_joint.cfg", text=data["text"],
+                   output_dir=tmp_path / "st2", threshold=0.5,
+                   overrides={**overrides, "components.crossner.missing_as": "o"})
+    assert not (tmp_path / "st2").exists()
