@@ -351,3 +351,19 @@ def test_self_train_missing_mode_trains_the_student_with_missing_tokens_marginal
                    output_dir=tmp_path / "st2", threshold=0.5,
                    overrides={**overrides, "components.crossner.missing_as": "o"})
     assert not (tmp_path / "st2").exists()
+
+
+def test_self_train_sets_missing_as_of_a_sourced_student_through_its_callback(data, tmp_path):
+    """configs/bilstm_finetune.cfg sources the component (here: from the teacher); the
+    configure_crossner callback gives the student missing_as = "missing"."""
+    from spacy_crossner.self_train import self_train
+
+    overrides = {"training.max_steps": 4, "training.eval_frequency": 2, "vars.target_upsample": 1,
+                 "paths.pretrained": str(data["teacher"]),
+                 **{f"paths.{k}": data[k] for k in ("target_train", "target_dev")}}
+    summary = self_train(teacher=data["teacher"], config=CONFIGS / "bilstm_finetune.cfg", text=data["text"],
+                         output_dir=tmp_path / "st", threshold=0.5, mode="confident-o", overrides=overrides)
+    cfg = spacy.util.load_config(tmp_path / "st" / "round1" / "config.cfg", interpolate=False)
+    assert cfg["initialize"]["after_init"]["missing_as"] == "missing"
+    assert spacy.load(data["teacher"]).get_pipe("crossner").missing_as == "o"
+    assert spacy.load(summary.student).get_pipe("crossner").missing_as == "missing"
