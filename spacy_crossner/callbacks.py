@@ -30,6 +30,7 @@ def make_configure_callback(
     labels_from: Optional[str] = None,
     labels_domain: Optional[str] = None,
     init_from: Optional[str] = None,
+    missing_as: Optional[str] = None,
 ) -> Callable[[Language], Language]:
     """An ``[initialize.after_init]`` callback for a sourced crossner component.
 
@@ -47,6 +48,9 @@ def make_configure_callback(
         target domain's for the tags they share by name (the CrossNER authors' fine-tuning,
         which keeps one output layer over the union of labels); None: the target's rows start
         fresh.
+    missing_as (Optional[str]): the component's ``missing_as`` for this training ("o" or
+        "missing": how the loss reads tokens without gold annotation, e.g. pseudo-labels'),
+        which a sourced component's block cannot set; None: keep the sourced one.
     """
 
     def configure(nlp: Language) -> Language:
@@ -56,6 +60,8 @@ def make_configure_callback(
                 f"'{component}' (pipes: {nlp.component_names})"
             )
         pipe = nlp.get_pipe(component)
+        if missing_as is not None:
+            pipe.missing_as = missing_as
         if target_domain is not None:
             pipe.target_domain = target_domain
         for domain, domain_labels in (labels or {}).items():

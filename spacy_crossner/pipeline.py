@@ -69,6 +69,7 @@ DEFAULT_MODEL = util.load_config_from_str(DEFAULT_MODEL_CONFIG)["model"]
         "domain_aliases": {},
         "spans_key": "crossner",
         "threshold": 0.0,
+        "missing_as": "o",
         "scorer": {"@scorers": "spacy_crossner.entity_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -82,6 +83,7 @@ def make_crossner(
     spans_key: str,
     threshold: float,
     scorer: Optional[Callable],
+    missing_as: str = "o",
 ) -> "CrossNER":
     """Create a cross-domain entity recognizer.
 
@@ -96,6 +98,12 @@ def make_crossner(
         probabilities in ``doc.spans[spans_key].attrs["scores"]`` (as spaCy's ``spancat``).
     threshold (float): entities whose probability is below it are not written (0: all are).
     scorer (Optional[Callable]): scoring function (entity P/R/F overall and per type).
+    missing_as (str): how the loss reads a token whose gold entity tag is missing
+        (``token.ent_iob_ == ""``, or misaligned tokenization) in a doc that has annotation:
+        "o" as O (the whole doc is trained as one tag sequence), "missing" as unknown (a CRF
+        head marginalises over its tags, a softmax head gives it no loss), e.g. for
+        pseudo-labels that keep only confident entities. Docs without any annotation (raw
+        text) give no NER loss either way.
     """
     return CrossNER(
         nlp.vocab,
@@ -106,6 +114,7 @@ def make_crossner(
         spans_key=spans_key,
         threshold=threshold,
         scorer=scorer,
+        missing_as=missing_as,
     )
 
 
@@ -134,12 +143,14 @@ class CrossNER(TrainablePipe):
         spans_key: str = "crossner",
         threshold: float = 0.0,
         scorer: Optional[Callable] = score_entities,
+        missing_as: str = "o",
     ) -> None:
         if not 0.0 <= float(threshold) <= 1.0:
             raise ValueError(
                 f"[components.{name}] threshold = {threshold}: an entity probability threshold "
                 "must be between 0 and 1"
             )
+        check_missing_as(missing_as, name)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -149,6 +160,7 @@ class CrossNER(TrainablePipe):
             "domain_aliases": dict(domain_aliases or {}),
             "spans_key": spans_key,
             "threshold": float(threshold),
+            "missing_as": missing_as,
         }
         # cfg["config_settings"]: what the pipeline's config says, kept once; a saved pipeline
         # loaded with other values (spacy.load with config overrides) takes these instead of
@@ -186,6 +198,15 @@ class CrossNER(TrainablePipe):
     def target_domain(self, domain: Optional[str]) -> None:
         self.cfg["target_domain"] = domain
         self._sync_model_attrs()
+
+    @property
+    def missing_as(self) -> str:
+        """How the loss reads tokens without gold annotation: "o" or "missing" (factory docs)."""
+        return self.cfg.get("missing_as", "o")
+
+    @missing_as.setter
+    def missing_as(self, value: str) -> None:
+        self.cfg["missing_as"] = check_missing_as(value, self.name)
 
     def domain_tags(self) -> Dict[str, List[str]]:
         """The IOB2 tags of each domain, in the order the model's outputs use."""
@@ -469,8 +490,10 @@ class CrossNER(TrainablePipe):
 
     def _gold(self, examples: List[Example], domains: List[str]) -> List[Optional[List[int]]]:
         domain_tags = self.domain_tags()
+        missing = MISSING if self.missing_as == "missing" else 0
         return [
-            _gold_tag_ids(eg, domain_tags[domain]) if eg.reference.has_annotation("ENT_IOB") else None
+            _gold_tag_ids(eg, domain_tags[domain], missing)
+            if eg.reference.has_annotation("ENT_IOB") else None
             for eg, domain in zip(examples, domains)
         ]
 
@@ -535,6 +558,8 @@ class CrossNER(TrainablePipe):
             if key in was and was[key] != value:
                 self.cfg[key] = copy.deepcopy(value)
         self.cfg["config_settings"] = given
+        self.cfg.setdefault("missing_as", "o")  # saved before the setting existed
+        check_missing_as(self.cfg["missing_as"], self.name)
         self._validate_domains()
         target = self.cfg["target_domain"]
         if target is not None and target != was.get("target_domain") and \
@@ -558,11 +583,25 @@ class CrossNER(TrainablePipe):
         self._sync_model_attrs()
 
 
-def _gold_tag_ids(eg: Example, tags: Sequence[str]) -> List[int]:
+MISSING_AS = ("o", "missing")
+MISSING = -1  # the gold tag id of a missing token (``missing_as = "missing"``)
+
+
+def check_missing_as(value: str, name: str = "crossner") -> str:
+    if value not in MISSING_AS:
+        raise ValueError(
+            f"[components.{name}] missing_as = {value!r}: choose \"o\" (a token without gold "
+            "annotation is trained as O) or \"missing\" (its tag is unknown: marginalised)"
+        )
+    return value
+
+
+def _gold_tag_ids(eg: Example, tags: Sequence[str], missing: int = 0) -> List[int]:
     """Gold IOB2 tag ids aligned to the predicted tokens.
 
-    Tokens whose gold is unknown (misaligned tokenization, missing annotation) count as O: a
-    CRF needs a whole sequence.
+    Tokens whose gold is unknown (misaligned tokenization, missing annotation) get ``missing``:
+    0, the id of O (``missing_as = "o"``: the doc is one whole tag sequence), or ``MISSING``
+    (``missing_as = "missing"``: the head marginalises over the token's tag).
     """
     index = {tag: i for i, tag in enumerate(tags)}
     predicted, reference = eg.predicted, eg.reference
@@ -573,12 +612,18 @@ def _gold_tag_ids(eg: Example, tags: Sequence[str]) -> List[int]:
         ids = []
         for token in reference:
             iob = token.ent_iob_
-            ids.append(index[f"{iob}-{token.ent_type_}"] if iob in ("B", "I") else 0)
+            if iob in ("B", "I"):
+                ids.append(index[f"{iob}-{token.ent_type_}"])
+            else:
+                ids.append(0 if iob == "O" else missing)
         return ids
     ids = []
     for biluo in eg.get_aligned_ner():
-        if biluo is None or biluo in ("O", "-", ""):
+        if biluo == "O":
             ids.append(0)
+            continue
+        if biluo is None or biluo in ("-", ""):
+            ids.append(missing)
             continue
         prefix, label = biluo.split("-", 1)
         iob = ("B-" if prefix in ("B", "U") else "I-") + label

@@ -18,6 +18,14 @@ pickles); the component only calls :func:`get_loss` and :func:`decode`.
   decoding is the emitter's own greedy or beam search over the features (the label-aware
   tagger); an entity's probability is the product of the chosen steps' probabilities.
 
+Partial annotation: a gold tag id of -1 inside a labelled doc is a missing tag (the
+component's ``missing_as = "missing"``). The CRF head's loss then marginalises over it
+(log Z of all paths minus log Z of the BIO-valid paths through the observed tags); the softmax
+and autoregressive heads give no loss at that token. The autoregressive (label-aware) emitter
+is teacher-forced with its start / unknown symbol X in place of a missing previous tag, the
+symbol it already reads at the first token: the next step's score is not conditioned on a
+guessed tag.
+
 Entities never start or end on a whitespace token, and ``I-X`` only follows ``B-X``/``I-X``:
 both are constraints of the decoders, not filters afterwards.
 """
@@ -140,7 +148,8 @@ def _no_backprop(d_output):
 
 
 def gold_tensor(gold: Optional[List[Optional[List[int]]]], shape, device) -> Optional[torch.Tensor]:
-    """(B, T) long tensor of gold tag ids, -1 where unknown (raw-text rows all -1)."""
+    """(B, T) long tensor of gold tag ids, -1 where unknown: padding, missing tags of a
+    partially annotated doc, and every token of a raw-text row (gold None)."""
     if gold is None:
         return None
     out = torch.full(shape, -1, dtype=torch.long)
@@ -184,8 +193,9 @@ def get_loss(model: Model, output, gold: Gold) -> Tuple[float, Floats3d]:
 
     model (Model): a crossner architecture.
     output (TaggerOutput): its output for the batch (training mode).
-    gold (List[Optional[List[int]]]): per doc, gold tag ids in its domain's tags, or None for
-        raw text (no NER loss).
+    gold (List[Optional[List[int]]]): per doc, gold tag ids in its domain's tags (-1: a
+        missing tag, marginalised by a CRF head, no loss in a softmax head), or None for raw
+        text (no NER loss).
     RETURNS (Tuple[float, Floats3d]): the loss (summed over tokens, averaged over the
         labelled docs) and d_scores, shaped like ``output.scores``. The head's own parameters
         (CRF transitions) get their gradients here too.
