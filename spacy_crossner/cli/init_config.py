@@ -1,10 +1,11 @@
 """The ``init-config`` command."""
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from ..init_config import (
-    ARCHS, FEATURES, SETTINGS, InitConfigError, init_config, parse_overrides,
+    ARCHS, FEATURES, SETTINGS, SOURCE_SETTINGS, InitConfigError, init_config, parse_overrides,
 )
 from ._util import app, fail
 
@@ -27,6 +28,12 @@ def init_config_cli(
         "wordchar", "--features", "-f", help=f"The input features. {_listing(FEATURES)}."
     ),
     setting: str = typer.Option(..., "--setting", "-s", help=f"The training setting. {_listing(SETTINGS)}."),
+    source_count: Optional[int] = typer.Option(
+        None, "--source-count", "-n", help=f"Train on N labelled source corpora (settings "
+        f"{', '.join(SOURCE_SETTINGS)}), each with its own labels: sections [corpora.train.domains.source_0] "
+        "... read from --paths.source_train_0 ... (pretrain: selected on --paths.source_dev_0 ... together); "
+        "each source's domain is its docs' doc._.domain, or --vars.source_domain_I NAME. Default: one source, "
+        "--paths.source_train. (spaCy's overrides cannot add corpus sections, so the count is chosen here.)"),
     force: bool = typer.Option(False, "--force", "-F", help="Overwrite OUTPUT if it exists."),
 ) -> None:
     """Write a complete training config: an architecture's partial, input features and a training
@@ -35,7 +42,7 @@ def init_config_cli(
     try:
         overrides = parse_overrides(ctx.args)
         init_config(output, arch=arch, features=features, setting=setting,
-                    overrides=overrides, force=force)
+                    overrides=overrides, force=force, source_count=source_count)
     except (InitConfigError, OSError) as err:
         fail(str(err))
     if str(output) != "-":
