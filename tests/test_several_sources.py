@@ -368,6 +368,17 @@ def test_best_pipeline_pretrains_on_two_sources_and_finetunes_on_the_target(tmp_
     assert nlp("Acme Corp hired Mary Jones .") is not None
 
 
+def test_best_pipeline_fast_recipe_trains_jointly_on_two_sources_and_the_target(tmp_path):
+    news, music = write_corpus_folder(tmp_path, "news", NEWS), write_corpus_folder(tmp_path, "music", MUSIC)
+    ai = write_corpus_folder(tmp_path, "ai", AI)
+    best_pipeline(sources=[news, music], target=ai, output=tmp_path / "fast", recipe="fast", vectors="",
+                  budget=TINY, threads=1, say=lambda line: None)
+    pipe = spacy.load(tmp_path / "fast").get_pipe("crossner")
+    assert pipe.cfg["labels"] == LABELS and pipe.target_domain == "ai"
+    config = Config().from_disk(tmp_path / "fast-training" / "configs" / "fast.cfg", interpolate=False)
+    assert list(config["corpora"]["train"]["domains"]) == ["source_0", "source_1", "target"]
+
+
 def test_best_pipeline_source_errors_name_the_option_and_the_path(tmp_path):
     news, ai = write_corpus_folder(tmp_path, "news", NEWS), write_corpus_folder(tmp_path, "ai", AI)
     runner = CliRunner()
