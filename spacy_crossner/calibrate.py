@@ -161,8 +161,10 @@ def scored_entities(gold, predicted, spans_key: str, labels: Optional[Sequence[s
         )
     keep = None if labels is None else set(labels)
     truth = {(e.start, e.end, e.label_) for e in gold.ents}
+    # the scores are float32: read at that precision (0.9 is 0.9, in the bin [0.9, 1.0], not
+    # 0.89999998 in the bin below)
     return [
-        (float(p), (s.start, s.end, s.label_) in truth)
+        (float(str(numpy.float32(p))), (s.start, s.end, s.label_) in truth)
         for s, p in zip(group, scores)
         if keep is None or s.label_ in keep
     ]
@@ -369,7 +371,8 @@ def calibrate(
         def loss_at(t: float, target=target, batches=batches) -> float:
             return log_loss(batches.scored(target, t))
 
-        temperature = fit_temperature(loss_at)
+        # six significant digits: what the JSON of the saved cfg keeps exactly
+        temperature = float(f"{fit_temperature(loss_at):.6g}")
         scored_after = batches.scored(target, temperature)
         results[target] = {
             "temperature": temperature,
