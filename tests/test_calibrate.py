@@ -414,3 +414,27 @@ def test_the_command_errors_name_the_file_or_setting(toy, tmp_path):
         calibrate(model=toy["model"], dev=toy["dev"], output=file_out)
     res = CliRunner().invoke(app, ["calibrate", str(toy["model"]), str(toy["dev"]), out, "--bins", "0"])
     assert res.exit_code == 1 and "--bins" in res.output
+
+
+HEADS = {
+    "softmax": {**MODEL, "use_crf": False},
+    "label_aware": {"@architectures": "spacy_crossner.LabelAwareTagger.v1", "label_width": 16,
+                    "hidden_width": 16, "tok2vec": TINY_FEATURES},
+}
+
+
+@pytest.mark.parametrize("head", sorted(HEADS))
+def test_every_head_keeps_its_entities_at_any_temperature(head):
+    fix_random_seed(0)
+    nlp = blank_with({"model": HEADS[head]})
+    train(nlp, make_examples(nlp, AI + NEWS), 15)
+    pipe = nlp.get_pipe("crossner")
+    today = entities_and_scores(nlp)
+    assert sum(len(e) for e, _ in today) >= 4
+    for temperature in (0.3, 4.0):
+        pipe.set_temperatures({"ai": temperature, "news": temperature})
+        now = entities_and_scores(nlp)
+        assert [e for e, _ in now] == [e for e, _ in today]
+        assert [s for _, s in now] != [s for _, s in today]
+    pipe.set_temperatures({"ai": 1.0, "news": 1.0})
+    assert entities_and_scores(nlp) == today

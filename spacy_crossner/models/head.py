@@ -20,6 +20,13 @@ pickles); the component only calls :func:`get_loss` and :func:`decode`.
 
 Entities never start or end on a whitespace token, and ``I-X`` only follows ``B-X``/``I-X``:
 both are constraints of the decoders, not filters afterwards.
+
+The probabilities are calibrated by a temperature per labelled domain, a parameter every head
+reads from ``model.attrs["temperatures"]`` ({domain: T}; the component's ``cfg["temperatures"]``,
+fitted by :mod:`spacy_crossner.calibrate`): the scores they come from are divided by T (a CRF's
+emissions and moves alike: :meth:`~.pytorch_heads.Lattice.tempered`); decoding ranks the
+untempered scores, so the entities do not depend on T. Without temperatures (T = 1) nothing is
+recomputed.
 """
 import functools
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
