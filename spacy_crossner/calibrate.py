@@ -321,6 +321,8 @@ def calibrate(
     import spacy
 
     model_path, dev, output = str(model), Path(dev), Path(output)
+    if int(n_bins) != n_bins or n_bins < 1:
+        raise CalibrationError(f"--bins {n_bins}: give a positive whole number of bins")
     if output.exists() and not output.is_dir():
         raise CalibrationError(f"OUTPUT {output} is a file: give a folder for the calibrated pipeline")
     if gpu_id >= 0:

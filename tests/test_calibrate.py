@@ -369,6 +369,14 @@ def test_the_command_prints_temperatures_and_ece_and_writes_the_pipeline(toy, tm
     assert "conf before" in res.output
     pipe = spacy.load(tmp_path / "out").get_pipe("crossner")
     assert list(pipe.cfg["temperatures"]) == ["ai"]
+    # a domain without labels of its own is calibrated through the domain it is an alias of
+    aliased = spacy.load(toy["model"], config={"components": {"crossner": {"domain_aliases": {"music": "ai"}}}})
+    aliased.to_disk(tmp_path / "aliased")
+    res = CliRunner().invoke(app, ["calibrate", str(tmp_path / "aliased"), str(toy["dev"]), str(tmp_path / "out2"),
+                                   "--domain", "music"])
+    assert res.exit_code == 0, res.output
+    assert "dev docs of music, which domain_aliases maps to ai" in res.output
+    assert list(spacy.load(tmp_path / "out2").get_pipe("crossner").cfg["temperatures"]) == ["ai"]
 
 
 def test_the_command_errors_name_the_file_or_setting(toy, tmp_path):

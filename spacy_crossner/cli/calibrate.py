@@ -27,8 +27,6 @@ def calibrate_cli(
 
     Prints per domain the temperature and the expected calibration error (ECE) before and
     after, with the reliability tables."""
-    if n_bins < 1:
-        fail(f"--bins {n_bins}: give a positive number of bins")
     try:
         result = calibrate(model=model, dev=dev, output=output, domain=domain, n_bins=n_bins,
                            batch_size=batch_size, gpu_id=gpu_id)
@@ -42,6 +40,10 @@ def calibrate_cli(
             f"of {r['n_docs']:,} docs (accuracy {after['accuracy']:.3f}, mean probability "
             f"{before['mean_confidence']:.3f} -> {after['mean_confidence']:.3f})"
         )
+        aliased = [d for d in r["own_domains"] if d != target]
+        if aliased:
+            typer.echo(f"  (dev docs of {', '.join(aliased)}, which domain_aliases maps to {target}: "
+                       f"the temperature is {target}'s, for its docs too)")
         if r["at_bound"]:
             typer.secho(f"  Note: {r['temperature']:.3g} is at the edge of the temperatures searched (0.05 to 20)", fg=typer.colors.YELLOW)
         typer.echo(reliability_pair(before, after))
