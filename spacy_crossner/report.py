@@ -366,7 +366,8 @@ def plot_reliability(runs: Sequence[Run], path: Union[str, Path], *, title: Opti
             y = [b["accuracy"] for b in bins]
             line, = ax.plot(x, y, marker=None, lw=1.2,
                             label=f"{run.name} (ECE {_ece_cell(summary.get('ece'))})")
-            ax.scatter(x, y, s=[15 + 200 * b["count"] / total for b in bins], color=line.get_color(), zorder=3)
+            ax.scatter(x, y, s=[15 + 200 * b["count"] / total for b in bins], color=line.get_color(),
+                       zorder=3, clip_on=False)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_aspect("equal")
