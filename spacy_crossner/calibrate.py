@@ -45,8 +45,8 @@ from .domains import UnknownDomainError, get_domain, labelled_domain, set_domain
 
 DEFAULT_BINS = 10
 T_BOUNDS = (0.05, 20.0)  # the temperatures searched (a fit at a bound is reported as such)
-GRID = 49  # grid points over log T before the golden-section refinement
-REFINE_STEPS = 30
+GRID = 25  # grid points over log T before the golden-section refinement
+REFINE_STEPS = 20  # the bracket shrinks to 0.618^20 of two grid steps: T to ~1e-5
 EPS = 1e-12  # probabilities are clipped to [EPS, 1 - EPS] in the log-loss (CRF marginals reach 1.0)
 
 Scored = Sequence[Tuple[float, bool]]  # (probability, correct) of each predicted entity
