@@ -171,6 +171,9 @@ class CrossNER(TrainablePipe):
             "domain_aliases": dict(settings["domain_aliases"]),
             "config_settings": settings,
             "build_config": {},
+            # {domain: T}: the calibrated temperature of each labelled domain's entity
+            # probabilities (spacy_crossner.calibrate); a domain without one has T = 1.
+            "temperatures": {},
         }
         self._sync_model_attrs()
 
@@ -260,6 +263,35 @@ class CrossNER(TrainablePipe):
         self.model.attrs["domain_tags"] = self.domain_tags()
         self.model.attrs["target_domain"] = self.default_domain()
         self.model.attrs["domain_aliases"] = dict(self.cfg.get("domain_aliases") or {})
+        self.model.attrs["temperatures"] = dict(self.cfg.get("temperatures") or {})
+
+    def set_temperatures(self, temperatures: Dict[str, float]) -> None:
+        """Set the temperature of labelled domains' entity probabilities (kept in
+        ``cfg["temperatures"]``, so saved and loaded with the pipeline). The probabilities of a
+        domain's entities become the CRF marginals (or softmax products) of its scores divided by
+        T; the predicted entities do not change. T = 1 removes a domain's calibration.
+
+        temperatures (Dict[str, float]): {labelled domain: T}, T > 0 and finite.
+        """
+        current = dict(self.cfg.get("temperatures") or {})
+        for domain, value in temperatures.items():
+            if domain not in self.cfg["labels"]:
+                raise ValueError(
+                    f"[components.{self.name}] temperature of '{domain}': not a labelled domain "
+                    f"(labelled domains: {sorted(self.cfg['labels'])})"
+                )
+            value = float(value)
+            if not (numpy.isfinite(value) and value > 0.0):
+                raise ValueError(
+                    f"[components.{self.name}] temperature of '{domain}' = {value}: a temperature "
+                    "must be a positive finite number"
+                )
+            if value == 1.0:
+                current.pop(domain, None)
+            else:
+                current[domain] = value
+        self.cfg["temperatures"] = current
+        self._sync_model_attrs()
 
     def default_domain(self) -> Optional[str]:
         """The domain of docs without ``doc._.domain``: target_domain, or the only domain."""
@@ -319,6 +351,7 @@ class CrossNER(TrainablePipe):
         validate_get_examples(get_examples, "CrossNER.initialize")
         self.cfg["labels"] = {}
         self.cfg["build_config"] = {}
+        self.cfg["temperatures"] = {}  # a calibration is of the weights it was fitted for
         if labels is not None:
             if not isinstance(labels, dict):
                 raise ValueError(

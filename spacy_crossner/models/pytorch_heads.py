@@ -682,6 +682,22 @@ class Lattice:
             pick(self.whitespace)[:, :T], pick(self.is_inside), pick(self.group), self.bio,
         )
 
+    def tempered(self, inverse_temperature: torch.Tensor) -> "Lattice":
+        """The lattice of the tempered distribution p_T(y) ∝ exp(score(y) / T): every emission
+        and every move (start, transition, end) of doc b times ``inverse_temperature[b]`` = 1/T
+        (a positive (B,) tensor). Scaling all the scores of a path keeps its rank, so the
+        tempered lattice has the same Viterbi path; only its marginals change (T > 1 flattens
+        them). Forbidden moves stay -inf. Docs of a group with different temperatures get
+        transition tables of their own."""
+        inv = inverse_temperature.to(device=self.emissions.device, dtype=self.emissions.dtype)
+        pairs = torch.stack([self.group.to(inv.dtype), inv], dim=1)
+        groups, group = torch.unique(pairs, dim=0, return_inverse=True)
+        trans = self.group_trans.index_select(0, groups[:, 0].long()) * groups[:, 1, None, None]
+        return Lattice(
+            self.emissions * inv[:, None, None], self.lengths, self.start * inv[:, None], trans,
+            self.end * inv[:, None], self.whitespace, self.is_inside, group, self.bio,
+        )
+
     @torch.no_grad()
     def span_log_probs(
         self, rows: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
