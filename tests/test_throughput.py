@@ -1,0 +1,171 @@
+"""Inference tuned for throughput (issue 50): ``CrossNER.pipe`` predicts each batch in
+sub-batches of docs of similar length (``spacy_crossner.batching.length_batches``) and gives the
+same docs, in the same order, as one prediction per batch.
+
+Tolerance: entities are compared exactly; entity probabilities within the tolerance of
+test_architectures.py's ``nlp.pipe`` == ``nlp()`` check (a doc padded to another length goes
+through other matrix shapes, which may change the last bits of a float).
+"""
+import random
+
+import numpy
+import pytest
+from spacy.tokens import Doc
+from thinc.api import fix_random_seed
+
+from spacy_crossner import set_domain
+from spacy_crossner.batching import length_batches
+from spacy_crossner.pipeline import CrossNER
+from test_architectures import ARCHITECTURES, make_nlp
+from util import AI, MINILM_LISTENER, MINILM_TRANSFORMER, NEWS, make_examples, train
+
+ALL = NEWS + AI
+
+
+# -- length_batches ---------------------------------------------------------------------------
+
+
+def test_length_batches_sorts_and_bounds_the_padding():
+    lengths = [30, 2, 0, 17, 2, 120, 5, 30, 9, 1]
+    batches = length_batches(lengths, 64)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(len(lengths)))  # every item once
+    assert [lengths[i] for i in flat] == sorted(lengths)  # ascending, across and within batches
+    assert flat.index(1) < flat.index(4)  # ties keep their order (2 at 1 and at 4)
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        # within the budget, or one item too long for it on its own
+        assert len(batch) * longest <= 64 or len(batch) == 1
+    assert batches[-1] == [5]  # 120 tokens > 64: alone
+    # the greedy split: 0, 1, 2, 2, 5, 9 fill 6 x 9 = 54 positions; 17 and 30 fill 2 x 30 = 60
+    assert batches == [[2, 9, 1, 4, 6, 8], [3, 0], [7], [5]]
+
+
+def test_length_batches_without_a_budget_keeps_the_batch():
+    assert length_batches([5, 1, 3], None) == [[0, 1, 2]]
+    assert length_batches([5, 1, 3], 0) == [[0, 1, 2]]
+    assert length_batches([], 4096) == [] and length_batches([], None) == []
+    assert length_batches([0, 0, 0], 1) == [[0], [1], [2]]  # empty docs count as 1 position
+    assert length_batches([3, 1, 2], 10 ** 9) == [[1, 2, 0]]
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "64", True])
+def test_length_batches_rejects_a_bad_budget(bad):
+    with pytest.raises(ValueError, match="max_items must be a whole number >= 0"):
+        length_batches([1, 2], bad)
+
+
+# -- CrossNER.pipe ----------------------------------------------------------------------------
+
+
+def mixed_docs(nlp, n=40, seed=0):
+    """Docs of 0 to ~250 tokens from both domains' sentences, in a shuffled order."""
+    rng = random.Random(seed)
+    docs = []
+    for k in range(n):
+        domain, words, _ = ALL[k % len(ALL)]
+        repeat = rng.choice([0, 1, 1, 1, 2, 3, 8, 40])
+        words = list(words) * repeat if repeat else []
+        if k % 13 == 5:
+            words = words[:1]  # one token
+        doc = Doc(nlp.vocab, words=words)
+        set_domain(doc, domain)
+        docs.append(doc)
+    return docs
+
+
+def results(docs):
+    """Per doc, in the order given: its words, entities and entity probabilities."""
+    return [([t.text for t in d], [(e.start, e.end, e.label_) for e in d.ents],
+             numpy.asarray(d.spans["crossner"].attrs["scores"], dtype="float64")) for d in docs]
+
+
+def assert_same(a, b):
+    assert [x[0] for x in a] == [y[0] for y in b]  # the same docs, in the same order
+    assert [x[1] for x in a] == [y[1] for y in b]
+    for x, y in zip(a, b):
+        numpy.testing.assert_allclose(x[2], y[2], rtol=1e-4, atol=1e-5)
+
+
+def sorted_and_unsorted(nlp, docs_fn, batch_size, max_batch_items, monkeypatch):
+    """The component's results on the same docs with sorting (recording every predicted
+    sub-batch's lengths) and without it (one prediction per batch, spaCy's TrainablePipe.pipe)."""
+    pipe = nlp.get_pipe("crossner")
+    seen = []
+    predict = CrossNER.predict
+
+    def recording(self, docs):
+        seen.append([len(d) for d in docs])
+        return predict(self, docs)
+
+    monkeypatch.setattr(CrossNER, "predict", recording)
+    monkeypatch.setattr(pipe, "max_batch_items", max_batch_items)
+    with_sort = results(nlp.pipe(docs_fn(), batch_size=batch_size))
+    sub_batches = list(seen)
+    seen.clear()
+    monkeypatch.setattr(pipe, "max_batch_items", None)
+    without = results(nlp.pipe(docs_fn(), batch_size=batch_size))
+    assert [len(s) for s in seen] == [min(batch_size, len(without) - i) for i in range(0, len(without), batch_size)]
+    return with_sort, without, sub_batches
+
+
+@pytest.fixture(scope="module", params=sorted(ARCHITECTURES))
+def trained(request):
+    fix_random_seed(0)
+    nlp = make_nlp(request.param)
+    train(nlp, make_examples(nlp, ALL), n_iter=30)
+    return nlp
+
+
+def test_sorted_sub_batches_give_the_same_docs_in_input_order(trained, monkeypatch):
+    nlp = trained
+    with_sort, without, sub_batches = sorted_and_unsorted(
+        nlp, lambda: mixed_docs(nlp), batch_size=16, max_batch_items=128, monkeypatch=monkeypatch)
+    assert len({len(x[0]) for x in without}) > 8  # mixed lengths
+    assert sum(len(x[1]) for x in without) > 10  # entities to compare
+    assert_same(with_sort, without)
+    # the sorting happened: each sub-batch ascending and within the budget (or one long doc),
+    # more sub-batches than batches
+    assert len(sub_batches) > 3
+    for lengths in sub_batches:
+        assert lengths == sorted(lengths)
+        assert len(lengths) * max(max(lengths), 1) <= 128 or len(lengths) == 1
+    # and the same as one doc at a time
+    assert_same(with_sort, results(nlp(d) for d in mixed_docs(nlp)))
+
+
+def test_an_error_in_a_sub_batch_reaches_the_error_handler(trained, monkeypatch):
+    nlp = trained
+    pipe = nlp.get_pipe("crossner")
+    failed = []
+
+    def fail(self, docs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(CrossNER, "predict", fail)
+    pipe.set_error_handler(lambda name, proc, docs, e: failed.append((name, len(docs), str(e))))
+    try:
+        assert list(nlp.pipe(mixed_docs(nlp, n=10), batch_size=4)) == []
+    finally:
+        pipe.set_error_handler(None)  # spaCy's default again: raise
+    assert failed == [("crossner", 4, "boom"), ("crossner", 4, "boom"), ("crossner", 2, "boom")]
+
+
+def test_minilm_pipeline_sorted_and_unsorted_agree(monkeypatch):
+    """The bundled MiniLM (real size, its crossner head barely trained): the transformer
+    component batches as it does (spacy-transformers sorts by length itself); the crossner
+    component's sorting changes none of its docs."""
+    import spacy
+
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("transformer", config=MINILM_TRANSFORMER)
+    nlp.add_pipe("crossner", config={"target_domain": "ai", "model": {
+        "@architectures": "spacy_crossner.TransformerTagger.v1", "use_crf": True, "dropout": 0.0,
+        "tok2vec": MINILM_LISTENER}})
+    train(nlp, make_examples(nlp, ALL), n_iter=2, lr=0.001)
+    with_sort, without, sub_batches = sorted_and_unsorted(
+        nlp, lambda: mixed_docs(nlp, n=24, seed=1), batch_size=12, max_batch_items=96, monkeypatch=monkeypatch)
+    assert sum(len(x[1]) for x in without) > 0
+    assert_same(with_sort, without)
+    assert len(sub_batches) > 2 and all(lengths == sorted(lengths) for lengths in sub_batches)
