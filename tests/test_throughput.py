@@ -169,3 +169,70 @@ def test_minilm_pipeline_sorted_and_unsorted_agree(monkeypatch):
     assert sum(len(x[1]) for x in without) > 0
     assert_same(with_sort, without)
     assert len(sub_batches) > 2 and all(lengths == sorted(lengths) for lengths in sub_batches)
+
+
+# -- benchmarks/throughput.py, without running a model ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def throughput():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+    spec = importlib.util.spec_from_file_location("throughput_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measured(variant, words_s, batch_size=64, mbi=4096, sort=True, threads=1, rnd=0):
+    return {"pipeline": "spacy_ner_minilm" if variant == "peer" else "transformer_tagger",
+            "variant": variant, "threads": threads, "round": rnd, "batch_size": batch_size,
+            "trf_max_batch_items": mbi, "crossner_sort": None if variant == "peer" else sort,
+            "words_s": words_s, "seconds": 1.0, "n_docs": 10, "n_words": 100}
+
+
+def test_the_grid_pairs_every_setting_with_the_peer_but_crossner_sorting(throughput):
+    grid = throughput.settings_grid([32, 256], [4096, 0])
+    assert [(g["batch_size"], g["trf_max_batch_items"], g["crossner_sort"], g["peer"]) for g in grid] == [
+        (32, 4096, True, True), (32, 0, False, True), (32, 4096, False, False),
+        (256, 4096, True, True), (256, 0, False, True), (256, 4096, False, False)]
+
+
+def test_ratios_are_to_the_peer_of_the_same_setting_and_round(throughput):
+    rows = [
+        measured("fp32", 1000, rnd=0), measured("peer", 500, rnd=0), measured("int8", 2000, rnd=0),
+        measured("fp32", 1200, rnd=1), measured("peer", 1200, rnd=1), measured("int8", 2400, rnd=1),
+        measured("fp32", 900, sort=False, rnd=0), measured("fp32", 600, mbi=0, sort=False, rnd=0),
+        measured("peer", 300, mbi=0, rnd=0), measured("fp32", 700, threads=2, rnd=0),
+    ]
+    summary = throughput.summarise(rows)
+    fp32 = throughput.find(summary, "fp32", 1, 64, 4096, True)
+    assert fp32["words_s"] == 1100 and fp32["rounds"] == 2
+    assert fp32["ratio_to_spacy_ner_minilm"] == pytest.approx((2.0 + 1.0) / 2)  # per round, then the median
+    assert throughput.find(summary, "int8", 1, 64, 4096, True)["ratio_to_spacy_ner_minilm"] == pytest.approx(3.0)
+    assert throughput.find(summary, "fp32", 1, 64, 0, False)["ratio_to_spacy_ner_minilm"] == pytest.approx(2.0)
+    # crossner sorting off: to the peer at the same transformer setting; 2 threads has no peer here
+    assert throughput.find(summary, "fp32", 1, 64, 4096, False)["ratio_to_spacy_ner_minilm"] == pytest.approx(1.8)
+    assert throughput.find(summary, "fp32", 2, 64, 4096, True)["ratio_to_spacy_ner_minilm"] is None
+    assert throughput.find(summary, "peer", 1, 64, 4096, None)["ratio_to_spacy_ner_minilm"] is None
+    assert throughput.best(summary, "fp32", 1)["words_s"] == 1100
+    assert throughput.best(summary, "int8", 3) is None
+
+
+def test_the_report_says_command_machine_load_and_the_fastest_setting(throughput, tmp_path):
+    import argparse
+
+    rows = [measured("fp32", 1000), measured("peer", 500), measured("int8", 2000),
+            measured("fp32", 400, mbi=0, sort=False), measured("peer", 250, mbi=0), measured("int8", 800, mbi=0, sort=False)]
+    args = argparse.Namespace(argv=["--docs", "10"], rounds=1, json=str(tmp_path / "t.json"),
+                              output=str(tmp_path / "t.md"))
+    text = throughput.write_report(args, throughput.summarise(rows), 90.0, "1.0 / 2.0")
+    assert text == (tmp_path / "t.md").read_text()
+    assert "`python benchmarks/throughput.py --docs 10`" in text and "load average at start / end: 1.0 / 2.0" in text
+    assert "| 64 | 4096 | on | 1,000 | 2,000 | 500 | 2.00 | 4.00 |" in text
+    assert "| 64 | 0 (no sort) | off | 400 | 800 | 250 | 1.60 | 3.20 |" in text
+    # the fastest setting, and its gain over no sorting at the same batch size
+    assert "| 1 | int8 | 64 | 4096 | on | 2,000 | 2.50 |" in text
+    assert "| 1 | peer | 64 | 4096 |  | 500 | 2.00 |" in text
