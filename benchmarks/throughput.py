@@ -10,7 +10,9 @@ Sweeps, for our TransformerTagger on the bundled MiniLM (fp32, and its int8 copy
   sub-batch per batch, padded to its longest doc), for our crossner component too;
 - torch threads (``--threads``; ``all`` = every core), one worker process per thread count;
 - at each batch size with the transformer's 4096, our crossner component's own sorting off
-  (``CrossNER.max_batch_items = None``) against on (its default).
+  (``CrossNER.max_batch_items = None``) against on (its default); and the same on and off for
+  the word/char architectures (``--word-char``, their configs' models, one thread), whose
+  ``nlp.pipe`` the sorting changes too.
 
 Throughput does not depend on training (F1 does: benchmarks/speed.py --int8 scores trained
 pipelines), so the pipelines are real-size but trained for a few steps on the ai domain's
@@ -147,6 +149,39 @@ def worker(paths: Dict[str, str], threads: int, grid: List[Dict], rounds: int) -
     return rows
 
 
+def word_char_worker(work: Path, archs: List[str], batch_sizes: List[int], texts: List[str],
+                     rounds: int, seed: int) -> List[Dict]:
+    """The crossner component's own sorting on and off for the word/char architectures (their
+    configs' models, initialized on 32 ai sentences: untrained, real size), one thread."""
+    import speed
+    import torch
+    from thinc.api import fix_random_seed
+
+    torch.set_num_threads(1)
+    rows = []
+    for arch in archs:
+        fix_random_seed(seed)
+        nlp = speed.build_crossner(arch, "ai")
+        train = [d for d in speed.load_docs(work, "ai", "train") if len(d)][:32]
+        examples = speed.make_examples(nlp, train)
+        nlp.initialize(lambda: examples)
+        list(nlp.pipe(texts[:16]))  # warm-up
+        for r in range(rounds):
+            for bs in batch_sizes:
+                for sort in ((True, False) if r % 2 == 0 else (False, True)):
+                    apply_setting(nlp, {"trf_max_batch_items": 0, "crossner_sort": sort})
+                    start = time.perf_counter()
+                    docs = list(nlp.pipe(texts, batch_size=bs))
+                    elapsed = time.perf_counter() - start
+                    n_words = sum(len(d) for d in docs)
+                    rows.append({"pipeline": arch, "variant": "fp32", "threads": 1, "round": r, "batch_size": bs,
+                                 "trf_max_batch_items": None, "crossner_sort": sort, "words_s": n_words / elapsed,
+                                 "seconds": elapsed, "n_docs": len(docs), "n_words": n_words})
+                    print(f"{arch} round {r} bs {bs} crossner sort {sort}: {n_words / elapsed:,.0f} w/s",
+                          file=sys.stderr, flush=True)
+    return rows
+
+
 # -- summary and report ---------------------------------------------------------------------------
 
 
@@ -162,30 +197,35 @@ def summarise(rows: List[Dict]) -> List[Dict]:
             for r in rows if r["variant"] == "peer"}
     groups: Dict[Tuple, List[Dict]] = {}
     for r in rows:
-        groups.setdefault((r["variant"],) + key_of(r), []).append(r)
+        groups.setdefault((r["pipeline"], r["variant"]) + key_of(r), []).append(r)
     out = []
-    for (variant, *_), rs in groups.items():
+    for (pipeline, variant, *_), rs in groups.items():
         row = {k: v for k, v in rs[0].items() if k not in ("round", "seconds")}
         row["words_s"] = statistics.median(r["words_s"] for r in rs)
         ratios = [r["words_s"] / peer[(r["threads"], r["batch_size"], r["trf_max_batch_items"], r["round"])]
                   for r in rs if (r["threads"], r["batch_size"], r["trf_max_batch_items"], r["round"]) in peer]
-        row["ratio_to_spacy_ner_minilm"] = statistics.median(ratios) if ratios and variant != "peer" else None
+        mine = pipeline == OURS and variant != "peer"
+        row["ratio_to_spacy_ner_minilm"] = statistics.median(ratios) if ratios and mine else None
         row["rounds"] = len(rs)
         out.append(row)
     order = {"fp32": 0, "int8": 1, "peer": 2}
-    return sorted(out, key=lambda r: (r["threads"], r["batch_size"], r["trf_max_batch_items"] or 10 ** 12,
+    return sorted(out, key=lambda r: (r["pipeline"] not in (OURS, PEER), r["pipeline"], r["threads"],
+                                      r["batch_size"], r["trf_max_batch_items"] or 10 ** 12,
                                       r["crossner_sort"] is False, order[r["variant"]]))
 
 
 def best(summary: List[Dict], variant: str, threads: int) -> Optional[Dict]:
     """The fastest setting of a variant at a thread count."""
-    rows = [r for r in summary if r["variant"] == variant and r["threads"] == threads]
+    rows = [r for r in summary if r["variant"] == variant and r["threads"] == threads
+            and r["pipeline"] in (OURS, PEER)]
     return max(rows, key=lambda r: r["words_s"]) if rows else None
 
 
 def find(summary: List[Dict], variant: str, threads: int, batch_size: int, mbi: int,
          crossner_sort: Optional[bool]) -> Optional[Dict]:
     for r in summary:
+        if r["pipeline"] not in (OURS, PEER):
+            continue
         if (r["variant"], r["threads"], r["batch_size"], r["trf_max_batch_items"]) == (variant, threads, batch_size, mbi) \
                 and (variant == "peer" or r["crossner_sort"] == crossner_sort):
             return r
@@ -196,9 +236,9 @@ def write_report(args, summary: List[Dict], total: float, load: str) -> str:
     import spacy
     import torch
 
-    threads = sorted({r["threads"] for r in summary})
+    threads = sorted({r["threads"] for r in summary if r["pipeline"] in (OURS, PEER)})
     n_docs = summary[0]["n_docs"] if summary else 0
-    n_words = summary[0]["n_words"] if summary else 0
+    n_words = summary[0]["n_words"] if summary else 0  # the same texts for every pipeline
     lines = [
         "# Throughput settings of the transformer pipelines on CPU (issue 50)",
         "",
@@ -230,7 +270,7 @@ def write_report(args, summary: List[Dict], total: float, load: str) -> str:
         ]
         settings = []
         for r in summary:
-            if r["threads"] == n and r["variant"] == "fp32":
+            if r["threads"] == n and r["variant"] == "fp32" and r["pipeline"] == OURS:
                 settings.append((r["batch_size"], r["trf_max_batch_items"], r["crossner_sort"]))
         for bs, mbi, sort in settings:
             fp32 = find(summary, "fp32", n, bs, mbi, sort)
@@ -258,6 +298,20 @@ def write_report(args, summary: List[Dict], total: float, load: str) -> str:
             sort = "" if variant == "peer" else ("on" if b["crossner_sort"] else "off")
             lines.append(f"| {n} | {variant} | {b['batch_size']} | {b['trf_max_batch_items']} | {sort} | "
                          f"{b['words_s']:,.0f} | {gain} |")
+    word_char = [r for r in summary if r["pipeline"] not in (OURS, PEER)]
+    if word_char:
+        lines += ["", "## The crossner component's own sorting, word/char architectures (1 thread)", "",
+                  "Untrained, real size (the configs' models); no transformer. Sorted = `CrossNER.max_batch_items` "
+                  "at its default; unsorted = None (one prediction per batch).", "",
+                  "| architecture | batch size | sorted words/s | unsorted words/s | sorted x unsorted |",
+                  "|---|---:|---:|---:|---:|"]
+        for arch in sorted({r["pipeline"] for r in word_char}):
+            for bs in sorted({r["batch_size"] for r in word_char if r["pipeline"] == arch}):
+                on = [r for r in word_char if (r["pipeline"], r["batch_size"], r["crossner_sort"]) == (arch, bs, True)]
+                off = [r for r in word_char if (r["pipeline"], r["batch_size"], r["crossner_sort"]) == (arch, bs, False)]
+                if on and off:
+                    lines.append(f"| {arch} | {bs} | {on[0]['words_s']:,.0f} | {off[0]['words_s']:,.0f} | "
+                                 f"{on[0]['words_s'] / off[0]['words_s']:.2f} |")
     text = "\n".join(lines) + "\n"
     Path(args.output).write_text(text)
     return text
@@ -273,6 +327,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="repeats of the whole grid (order reversed every other)")
     parser.add_argument("--steps", type=int, default=4, help="training steps of the pipelines")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sentence sample and the training")
+    parser.add_argument("--word-char", default="bilstm_crf,multi_cell,pgn,moee",
+                        help="word/char architectures whose crossner sorting on/off is measured too, 1 thread "
+                             "(comma-separated of benchmarks/speed.py's; empty: none)")
     parser.add_argument("--quick", action="store_true", help="a check that it runs: 16 docs, two settings, 1 thread")
     parser.add_argument("--work", type=Path, default=Path("/tmp/crossner_throughput"),
                         help="pipelines and converted corpora (kept between runs)")
@@ -283,6 +340,7 @@ def main() -> None:
     args.argv = sys.argv[1:]
     if args.quick:
         args.docs, args.batch_sizes, args.max_batch_items, args.threads, args.rounds = 16, "8", "4096,0", "1", 1
+        args.word_char = "bilstm_crf"
         # a check: its report goes beside the pipelines, not over the committed results
         if args.output == str(RESULTS / "throughput.md"):
             args.output = str(args.work / "throughput_quick.md")
@@ -293,7 +351,12 @@ def main() -> None:
                          [int(m) for m in args.max_batch_items.split(",")])
     if args.worker:
         job = json.loads(args.worker.read_text())
-        print(json.dumps(worker(job["paths"], job["threads"], job["grid"], job["rounds"])))
+        rows = worker(job["paths"], job["threads"], job["grid"], job["rounds"])
+        if job["threads"] == 1 and job["word_char"]:
+            texts = json.loads(Path(job["paths"]["texts"]).read_text())
+            rows += word_char_worker(Path(job["work"]), job["word_char"], sorted({g["batch_size"] for g in job["grid"]}),
+                                     texts, job["rounds"], job["seed"])
+        print(json.dumps(rows))
         return
     args.work.mkdir(parents=True, exist_ok=True)
     paths = {k: str(v) for k, v in prepare(args.work, args.docs, args.steps, args.seed).items()}
@@ -302,7 +365,9 @@ def main() -> None:
     rows = []
     for n in threads:
         job = args.work / f"job_{n}.json"
-        job.write_text(json.dumps({"paths": paths, "threads": n, "grid": grid, "rounds": args.rounds}))
+        job.write_text(json.dumps({"paths": paths, "threads": n, "grid": grid, "rounds": args.rounds,
+                                   "work": str(args.work), "seed": args.seed,
+                                   "word_char": [a for a in args.word_char.split(",") if a]}))
         env = dict(os.environ, OMP_NUM_THREADS=str(n), MKL_NUM_THREADS=str(n),
                    TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
         proc = subprocess.run([sys.executable, __file__, "--worker", str(job)], stdout=subprocess.PIPE,

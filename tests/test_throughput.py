@@ -225,7 +225,9 @@ def test_the_report_says_command_machine_load_and_the_fastest_setting(throughput
     import argparse
 
     rows = [measured("fp32", 1000), measured("peer", 500), measured("int8", 2000),
-            measured("fp32", 400, mbi=0, sort=False), measured("peer", 250, mbi=0), measured("int8", 800, mbi=0, sort=False)]
+            measured("fp32", 400, mbi=0, sort=False), measured("peer", 250, mbi=0), measured("int8", 800, mbi=0, sort=False),
+            dict(measured("fp32", 30000, mbi=None), pipeline="bilstm_crf"),
+            dict(measured("fp32", 20000, mbi=None, sort=False), pipeline="bilstm_crf")]
     args = argparse.Namespace(argv=["--docs", "10"], rounds=1, json=str(tmp_path / "t.json"),
                               output=str(tmp_path / "t.md"))
     text = throughput.write_report(args, throughput.summarise(rows), 90.0, "1.0 / 2.0")
@@ -236,3 +238,5 @@ def test_the_report_says_command_machine_load_and_the_fastest_setting(throughput
     # the fastest setting, and its gain over no sorting at the same batch size
     assert "| 1 | int8 | 64 | 4096 | on | 2,000 | 2.50 |" in text
     assert "| 1 | peer | 64 | 4096 |  | 500 | 2.00 |" in text
+    # the word/char architectures in their own table only
+    assert text.count("30,000") == 1 and "| bilstm_crf | 64 | 30,000 | 20,000 | 1.50 |" in text
