@@ -240,3 +240,25 @@ def test_the_report_says_command_machine_load_and_the_fastest_setting(throughput
     assert "| 1 | peer | 64 | 4096 |  | 500 | 2.00 |" in text
     # the word/char architectures in their own table only
     assert text.count("30,000") == 1 and "| bilstm_crf | 64 | 30,000 | 20,000 | 1.50 |" in text
+
+
+def test_speed_report_rewrites_keep_the_deploy_notes(tmp_path):
+    """benchmarks/speed.py rewrites speed.md on every run; the deploy notes at its end stay."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "speed.py"
+    spec = importlib.util.spec_from_file_location("speed_notes_under_test", path)
+    speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(speed)
+    out = tmp_path / "speed.md"
+    args = argparse.Namespace(argv=["--quick"], rounds=1, rounds_done=1, train_docs=8, infer_docs=8,
+                              trf_train_docs=4, trf_infer_docs=4, output=str(out))
+    speed.write_report(args, [], 1.0, "0.1 / 0.2")
+    assert speed.DEPLOY_NOTES not in out.read_text()
+    notes = "\n## Deploy settings (issue 50)\n\n- batch size 64\n"
+    out.write_text(out.read_text() + notes)
+    speed.write_report(args, [], 2.0, "0.3 / 0.4")
+    text = out.read_text()
+    assert text.endswith(notes) and text.count(speed.DEPLOY_NOTES) == 1 and "0.3 / 0.4" in text
