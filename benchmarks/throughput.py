@@ -10,7 +10,7 @@ Sweeps, for our TransformerTagger on the bundled MiniLM (fp32, and its int8 copy
   sub-batch per batch, padded to its longest doc), for our crossner component too;
 - torch threads (``--threads``; ``all`` = every core), one worker process per thread count;
 - at each batch size with the transformer's 4096, our crossner component's own sorting off
-  (``CrossNER.max_batch_items = None``) against on (its default); and the same on and off for
+  (``CrossNER.max_batch_items = None``, its default) against on (4096); and the same on and off for
   the word/char architectures (``--word-char``, their configs' models, one thread), whose
   ``nlp.pipe`` the sorting changes too.
 
@@ -48,7 +48,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DOMAINS = ["ai", "literature", "music", "politics", "science"]
 OURS, PEER = "transformer_tagger", "spacy_ner_minilm"
 VARIANTS = [("transformer_tagger", "fp32"), ("transformer_tagger", "int8"), ("spacy_ner_minilm", "peer")]
-CROSSNER_DEFAULT = "default"  # the crossner component's own max_batch_items, as the class has it
+CROSSNER_SORTED = 4096  # CrossNER.max_batch_items when its sorting is on (the transformer's default)
 
 
 # -- preparing the pipelines and the text ------------------------------------------------------
@@ -107,10 +107,7 @@ def apply_setting(nlp, setting: Dict) -> None:
             # batch's padded size is one sub-batch per batch, in input order: no sorting
             pipe.cfg["max_batch_items"] = mbi if mbi else 10 ** 12
         if isinstance(pipe, CrossNER):
-            if setting["crossner_sort"]:
-                pipe.__dict__.pop("max_batch_items", None)  # the class default
-            else:
-                pipe.max_batch_items = None
+            pipe.max_batch_items = CROSSNER_SORTED if setting["crossner_sort"] else None
 
 
 def worker(paths: Dict[str, str], threads: int, grid: List[Dict], rounds: int) -> List[Dict]:
@@ -257,7 +254,8 @@ def write_report(args, summary: List[Dict], total: float, load: str) -> str:
         "- `max_batch_items`: the transformer component's padded-token budget per sub-batch "
         "(spacy-transformers sorts each batch by length into such sub-batches); 0 = no sorting "
         "(one sub-batch per batch, padded to its longest doc; the crossner component unsorted too). "
-        "crossner sort: our component's own length sub-batches (`CrossNER.max_batch_items`).",
+        f"crossner sort: our component's own length sub-batches (`CrossNER.max_batch_items` = {CROSSNER_SORTED}; "
+        "off = None, its default).",
         "",
     ]
     for n in threads:
@@ -302,7 +300,7 @@ def write_report(args, summary: List[Dict], total: float, load: str) -> str:
     if word_char:
         lines += ["", "## The crossner component's own sorting, word/char architectures (1 thread)", "",
                   "Untrained, real size (the configs' models); no transformer. Sorted = `CrossNER.max_batch_items` "
-                  "at its default; unsorted = None (one prediction per batch).", "",
+                  f"= {CROSSNER_SORTED}; unsorted = None (its default: one prediction per batch).", "",
                   "| architecture | batch size | sorted words/s | unsorted words/s | sorted x unsorted |",
                   "|---|---:|---:|---:|---:|"]
         for arch in sorted({r["pipeline"] for r in word_char}):

@@ -379,9 +379,10 @@ class CrossNER(TrainablePipe):
 
     #: ``pipe`` predicts each batch in sub-batches of docs of similar length, each at most this
     #: many padded tokens (docs x longest doc); None or 0: the whole batch at once. Not a config
-    #: setting (configs stay as they are); set it on the loaded component. benchmarks/
-    #: throughput.py measured the default (benchmarks/results/throughput.md).
-    max_batch_items: Optional[int] = 4096
+    #: setting (configs stay as they are); set it on the loaded component. Off by default:
+    #: benchmarks/throughput.py measured no gain for transformer pipelines (the transformer
+    #: sorts its own batches) and a loss for the BiLSTM (more, shorter decoding loops).
+    max_batch_items: Optional[int] = None
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
         """Annotate a stream of docs, ``batch_size`` at a time; each batch is predicted in
