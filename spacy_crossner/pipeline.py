@@ -9,7 +9,7 @@ callback, inferring the target domain from a corpus) live in :mod:`spacy_crossne
 """
 import copy
 from itertools import islice
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 import srsly
@@ -24,6 +24,7 @@ from spacy.util import registry
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 
+from .batching import length_batches
 from .callbacks import infer_target_domain
 from .callbacks import make_configure_callback  # noqa: F401  (its old home: installs made before it moved)
 from .decoding import bio_tags
@@ -429,6 +430,32 @@ class CrossNER(TrainablePipe):
         return domain
 
     # -- prediction ---------------------------------------------------------------------------
+
+    #: ``pipe`` predicts each batch in sub-batches of docs of similar length, each at most this
+    #: many padded tokens (docs x longest doc); None or 0: the whole batch at once. Not a config
+    #: setting (configs stay as they are); set it on the loaded component. Off by default:
+    #: benchmarks/throughput.py measured no gain for transformer pipelines (the transformer
+    #: sorts its own batches) and a loss for the BiLSTM (more, shorter decoding loops).
+    max_batch_items: Optional[int] = None
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """Annotate a stream of docs, ``batch_size`` at a time; each batch is predicted in
+        sub-batches of docs of similar length (less padding, see ``max_batch_items``), and the
+        docs come out in the order they went in.
+
+        stream (Iterable[Doc]): the docs.
+        batch_size (int): the number of docs buffered at a time.
+        YIELDS (Doc): the docs, annotated, in order.
+        """
+        error_handler = self.get_error_handler()
+        for docs in util.minibatch(stream, size=batch_size):
+            try:
+                for sub in length_batches([len(doc) for doc in docs], self.max_batch_items):
+                    part = [docs[i] for i in sub]
+                    self.set_annotations(part, self.predict(part))
+                yield from docs
+            except Exception as e:
+                error_handler(self.name, self, docs, e)
 
     def predict(self, docs: Iterable[Doc]) -> List[Decoded]:
         """The tags, entities and entity probabilities of each doc. Does not modify docs."""
