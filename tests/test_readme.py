@@ -182,11 +182,11 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     steps = [" ".join(t) for _, t in commands(test_block)]
     # the whole suite, one pytest-xdist worker per core
-    assert steps[-1] == "python -m pytest tests -n auto"
+    assert steps[-1] == "python -m pytest tests -n auto --dist worksteal"
     for step in steps[2:-1]:  # after the venv: the same installs
         assert shlex.join(shlex.split(step)) in [shlex.join(shlex.split(l)) for l in ci.splitlines() if l.strip() and not l.startswith("#")], step
     # the same command; CI only adds output options (-q, -p no:cacheprovider)
-    assert re.search(r"^python -m pytest tests -n auto( -q| -p no:cacheprovider)*$", ci, re.M)
+    assert re.search(r"^python -m pytest tests -n auto --dist worksteal( -q| -p no:cacheprovider)*$", ci, re.M)
 
 
 def _small_copy(src: Path, dst: Path, sentences: int = 25):
