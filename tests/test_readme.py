@@ -94,7 +94,7 @@ def setup_extras():
     tree = ast.parse((ROOT / "setup.py").read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == "extras_require":
-            return set(ast.literal_eval(node.value))
+            return ast.literal_eval(node.value)  # extra -> requirements
     raise AssertionError("setup.py has no extras_require")
 
 
@@ -298,6 +298,8 @@ def check_command(cwd: str, tokens, walk: Walk = None):
                 (writes if param in OUTPUT_PARAMS else reads).append(value)
     elif tokens[:3] == ["python", "-m", "pytest"]:
         assert (here / tokens[3]).is_dir()
+        if "-n" in tokens:  # pytest-xdist's option: the test extra must install it
+            assert any(r.startswith("pytest-xdist") for r in setup_extras()["test"]), "no pytest-xdist in the test extra"
     elif tokens[:2] == ["pip", "install"]:
         for token in tokens:
             if token.startswith(".[") or token.startswith("-e"):
@@ -425,10 +427,12 @@ def test_ci_runs_the_readme_test_command():
     test_block = readme_blocks()[1][2]
     ci = (ROOT / ".ci" / "run").read_text()
     steps = [" ".join(t) for _, t in commands(test_block)]
-    assert steps[-1] == "python -m pytest tests"
+    # the whole suite, one pytest-xdist worker per core
+    assert steps[-1] == "python -m pytest tests -n auto --dist worksteal"
     for step in steps[2:-1]:  # after the venv: the same installs
         assert shlex.join(shlex.split(step)) in [shlex.join(shlex.split(l)) for l in ci.splitlines() if l.strip() and not l.startswith("#")], step
-    assert re.search(r"^python -m pytest tests( |$)", ci, re.M)
+    # the same command; CI only adds output options (-q, -p no:cacheprovider)
+    assert re.search(r"^python -m pytest tests -n auto --dist worksteal( -q| -p no:cacheprovider)*$", ci, re.M)
 
 
 def _small_copy(src: Path, dst: Path, sentences: int = 25):
