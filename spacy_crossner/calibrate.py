@@ -42,6 +42,7 @@ import numpy
 
 from .docbin import read_docbin, spacy_files
 from .domains import UnknownDomainError, get_domain, labelled_domain, set_domain
+from .self_train import PseudoLabelError, scored_entities as entity_scores
 
 DEFAULT_BINS = 10
 T_BOUNDS = (0.05, 20.0)  # the temperatures searched (a fit at a bound is reported as such)
@@ -150,22 +151,17 @@ def scored_entities(gold, predicted, spans_key: str, labels: Optional[Sequence[s
     spans_key (str): the component's ``spans_key``.
     labels (Optional[Sequence[str]]): only entities of these labels (None: all).
     """
-    if spans_key not in predicted.spans:
-        return []
-    group = predicted.spans[spans_key]
-    scores = group.attrs.get("scores")
-    if scores is None or len(scores) != len(group):
-        raise CalibrationError(
-            f'doc.spans["{spans_key}"] has no attrs["scores"] for each of its {len(group)} spans: '
-            "the entities must come from a crossner component"
-        )
+    try:
+        entities = entity_scores(predicted, spans_key)
+    except PseudoLabelError as err:
+        raise CalibrationError(str(err)) from None
     keep = None if labels is None else set(labels)
     truth = {(e.start, e.end, e.label_) for e in gold.ents}
     # the scores are float32: read at that precision (0.9 is 0.9, in the bin [0.9, 1.0], not
     # 0.89999998 in the bin below)
     return [
         (float(str(numpy.float32(p))), (s.start, s.end, s.label_) in truth)
-        for s, p in zip(group, scores)
+        for s, p in entities
         if keep is None or s.label_ in keep
     ]
 

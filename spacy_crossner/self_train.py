@@ -190,7 +190,7 @@ def scored_entities(doc: Doc, spans_key: str) -> List[Tuple[Span, float]]:
     if scores is None or len(scores) != len(group):
         raise PseudoLabelError(
             f'doc.spans["{spans_key}"] has no attrs["scores"] for each of its {len(group)} '
-            "spans: label the text with a crossner component"
+            "spans: the entities must come from a crossner component"
         )
     return [(span, float(p)) for span, p in zip(group, scores)]
 
