@@ -244,3 +244,21 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     assert int8.startswith("python3 benchmarks/speed.py --int8 --study-workdir ")
     assert subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh")], env=env,
                           capture_output=True, text=True).returncode == 2
+
+
+def test_each_job_of_the_runner_plans_its_own_run(tmp_path, monkeypatch):
+    """`study.py run --workers N --raw-sizes ...`: every job's command line (what the runner's
+    workers run) plans exactly the run it stands for, sized or not."""
+    import runner
+
+    jobs = []
+    monkeypatch.setattr(runner, "run_jobs", lambda given, **kw: jobs.extend(given) or [])
+    argv = ["run", *study_argv(tmp_path, "--rows", "4", "--domains", "ai", "--seeds", "555", "666",
+                               "--raw-sizes", "20000", "100000", "--raw-source", "select:/g/raw", "--workers", "2")]
+    args = study.parse(argv)
+    args.results.mkdir(parents=True)
+    assert study.run_on_cluster(args) == 0
+    assert sorted(job.name for job in jobs) == sorted(study.run_id(r) for r in study.planned(args))
+    for job in jobs:
+        (run,) = study.planned(study.parse(job.argv[2:]))
+        assert study.run_id(run) == job.name

@@ -1131,8 +1131,8 @@ def run_on_cluster(args) -> int:
         argv = [sys.executable, str(STUDY_SCRIPT), "run", *common_options(args.argv),
                 "--methods", run["method"].name, "--domains", run["domain"], "--seeds", str(run["seed"]),
                 "--features", run["features"], "--workers", "0"]
-        if run.get("raw_size"):
-            argv += ["--raw-sizes", str(run["raw_size"])]
+        if args.raw_sizes:  # a job's own size; a method that reads no raw text ignores the sizes
+            argv += ["--raw-sizes", str(run.get("raw_size") or ",".join(map(str, args.raw_sizes)))]
         log = args.workdir.resolve() / "logs" / f"{run_id(run)}.log"
         jobs.append(Job(run_id(run), argv, str(log), cwd=os.getcwd()))
     if not jobs:
