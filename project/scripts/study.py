@@ -823,6 +823,9 @@ def run_dapt(args, domain: str, masking: str, env, raw_size: Optional[int] = Non
 
 
 GENERAL_SUFFIXES = (".txt", ".jsonl", ".ndjson", ".json")
+# a JSONL record of a general corpus may hold a whole document (a State of the Union address is
+# one line of 100K+ characters): the longest line read from it
+GENERAL_MAX_LINE_CHARS = 20_000_000
 
 
 def sha256(path: Path) -> str:
@@ -861,7 +864,7 @@ def general_corpus(args) -> Path:
         try:
             with part.open("w", encoding="utf8") as f:
                 for file in files:
-                    for _, text in iter_corpus_texts(file):
+                    for _, text in iter_corpus_texts(file, max_line_chars=GENERAL_MAX_LINE_CHARS):
                         for line in text.splitlines():
                             if line.strip():
                                 f.write(line.strip() + "\n")
@@ -908,7 +911,7 @@ def build_selection(args, domain: str, size: int, env) -> Dict:
                "--scorer", args.raw_scorer, "--top-tokens", str(size),
                "--target", str(labelled["train"]), "--target", str(labelled["dev"]),
                "--exclude", str(labelled["dev"]), "--exclude", str(labelled["test"]),
-               "--no-progress", "--threads", str(args.threads)]
+               "--max-line-chars", str(GENERAL_MAX_LINE_CHARS), "--no-progress", "--threads", str(args.threads)]
         if args.raw_scorer == "minilm":
             cmd += ["--gpu-id", str(args.gpu_id)]
         log = out / "select.log"
