@@ -4,9 +4,10 @@ Two recipes, each a chain of ``spacy train`` runs on configs composed by ``init-
 (:mod:`spacy_crossner.init_config`, the same pieces the study's configs come from):
 
 - ``transformer`` (the best measured recipe): a transformer tagger (the bundled MiniLM unless
-  ``transformer`` names another) pre-trained on the source corpora, then fine-tuned on the target
-  with one output layer over the union of labels (the target's rows of tags it shares by name with
-  the source start from the source's: ``init_from``). The pre-trained source model is cached,
+  ``transformer`` names another) pre-trained on every source corpus together (each its own labels
+  and head, selected on their dev sets), then fine-tuned on the target with one output layer over
+  the union of labels (the target's rows of tags it shares by name with a source start from the
+  first source's that has the tag: ``init_from``). The pre-trained source model is cached,
   keyed by the source corpora's contents, the source stage's config and its seed, so other targets
   and other fine-tuning seeds reuse it.
 - ``fast``: the word/char BiLSTM-CRF trained jointly on sources and target (upsampled), with static
@@ -221,11 +222,11 @@ def default_cache() -> Path:
 # -- configs -------------------------------------------------------------------------------------
 
 
-def _load_recipe(name: str):
+def _load_recipe(name: str, source_count: Optional[int] = None):
     from .init_config import compose, fill
 
     arch, features, setting = RECIPE_CONFIGS[name]
-    return fill(compose(arch=arch, features=features, setting=setting))
+    return fill(compose(arch=arch, features=features, setting=setting, source_count=source_count))
 
 
 def _set_training(config, *, seed: int, max_steps: int, eval_frequency: int, patience: int) -> None:
@@ -236,62 +237,57 @@ def _set_training(config, *, seed: int, max_steps: int, eval_frequency: int, pat
     config["training"]["patience"] = patience
 
 
-def _source_domains(config, sources: Sequence[Corpus], budget: Budget, train_only: bool) -> List[str]:
-    """Put one ``[corpora.train.domains.source_N]`` per source corpus (paths as ``paths.source_N``
-    variables given on the command line, so the config text does not depend on where the
-    corpora are). Returns the ``--paths.*`` names to fill."""
+def _source_budget(config, sources: Sequence[Corpus], budget: Budget, train_only: bool) -> None:
+    """The budget's upsampling and limits on the numbered sources init-config wrote
+    (``[corpora.train.domains.source_N]``, paths ``paths.source_train_N`` and, for the source
+    stage, ``paths.source_dev_N``, given on the command line so the config text does not depend
+    on where the corpora are)."""
+    from .init_config import source_names
+
     domains = config["corpora"]["train"]["domains"]
-    domains.pop("source", None)
-    names = []
-    for i, _source in enumerate(sources):
-        key = f"source_train_{i}"
-        config["paths"][key] = None
-        domains[f"source_{i}"] = {"path": f"${{paths.{key}}}", "upsample": budget.source_upsample,
-                                  **({"limit": budget.source_limit} if budget.source_limit else {})}
-        names.append(key)
+    for name in source_names(len(sources)):
+        domains[name]["upsample"] = budget.source_upsample
+        if budget.source_limit:
+            domains[name]["limit"] = budget.source_limit
     if not train_only:
-        return names
+        return
     # the source stage is selected on the source dev sets
+    dev = config["corpora"]["dev"]
     if len(sources) == 1:
-        config["paths"]["source_dev_0"] = None
-        config["corpora"]["dev"]["path"] = "${paths.source_dev_0}"
-        config["corpora"]["dev"]["domain"] = None
-        config["corpora"]["dev"]["limit"] = budget.source_dev_limit
-        names.append("source_dev_0")
+        dev["limit"] = budget.source_dev_limit
     else:
-        dev = {"@readers": "spacy_crossner.MultiDomainCorpus.v1", "seed": 0, "shuffle": False,
-               "max_length": 0, "limit": 0, "domains": {}}
-        for i, _source in enumerate(sources):
-            key = f"source_dev_{i}"
-            config["paths"][key] = None
-            dev["domains"][f"source_{i}"] = {"path": f"${{paths.{key}}}", "limit": budget.source_dev_limit}
-            names.append(key)
-        config["corpora"]["dev"] = dev
-    return names
+        for name in source_names(len(sources)):
+            dev["domains"][name]["limit"] = budget.source_dev_limit
+        # the domain of docs without one; every source dev doc carries its own
+        config["vars"]["target_domain"] = sources[0].domain
 
 
 def pretrain_config(sources: Sequence[Corpus], budget: Budget, seed: int, transformer: Optional[str]):
-    """The source stage's config (paths left as variables)."""
-    config = _load_recipe("trf_pretrain")
-    _source_domains(config, sources, budget, train_only=True)
+    """The source stage's config (paths left as variables): every source corpus, each with its
+    own labels, selected on their dev sets together."""
+    config = _load_recipe("trf_pretrain", source_count=len(sources))
+    _source_budget(config, sources, budget, train_only=True)
     config["paths"]["transformer"] = transformer or None
     _set_training(config, seed=seed, max_steps=budget.source_max_steps,
                   eval_frequency=budget.eval_frequency, patience=budget.patience)
     return config
 
 
-def finetune_config(target: Corpus, source_domain: str, budget: Budget, seed: int):
+def finetune_config(target: Corpus, source_domains: Sequence[str], budget: Budget, seed: int):
+    """The target stage's config: the pre-trained pipeline (every source's head kept), the
+    target's labels added, its output rows of a tag shared by name starting from the first
+    source that has the tag (``init_from``)."""
     config = _load_recipe("trf_finetune")
     config["vars"]["target_domain"] = target.domain
-    config["vars"]["init_from"] = source_domain
+    config["vars"]["init_from"] = list(source_domains) if len(source_domains) > 1 else source_domains[0]
     _set_training(config, seed=seed, max_steps=budget.max_steps, eval_frequency=budget.eval_frequency,
                   patience=budget.patience)
     return config
 
 
 def fast_config(sources: Sequence[Corpus], target: Corpus, budget: Budget, seed: int, vectors: Optional[Path]):
-    config = _load_recipe("bilstm_joint")
-    _source_domains(config, sources, budget, train_only=False)
+    config = _load_recipe("bilstm_joint", source_count=len(sources))
+    _source_budget(config, sources, budget, train_only=False)
     config["vars"]["target_domain"] = target.domain
     config["vars"]["target_upsample"] = budget.target_upsample
     if vectors is not None:
@@ -503,6 +499,14 @@ def best_pipeline(
     if not sources:
         raise BestPipelineError("give at least one --source corpus folder")
     source_corpora = [find_corpus(s, "--source") for s in sources]
+    by_domain: Dict[str, Corpus] = {}
+    for corpus in source_corpora:
+        other = by_domain.setdefault(corpus.domain, corpus)
+        if other is not corpus:
+            # each source keeps its own labels and head: two of one domain would merge them
+            raise BestPipelineError(f"--source {other.path} and --source {corpus.path} both hold domain "
+                                    f"{corpus.domain!r}: give each source once, or convert one again with "
+                                    f"another --domain NAME (each source trains its own labels)")
     target_corpus = find_corpus(target, "TARGET")
     if target_corpus.domain in [s.domain for s in source_corpora]:
         raise BestPipelineError(f"TARGET {target_corpus.path} has the domain {target_corpus.domain!r} of a "
@@ -583,13 +587,13 @@ def best_pipeline(
                 indent=2), encoding="utf8")
             shutil.rmtree(model_dir, ignore_errors=True)
             partial.rename(model_dir)
-        target_config = finetune_config(target_corpus, source_corpora[0].domain, budget, seed)
+        target_config = finetune_config(target_corpus, [s.domain for s in source_corpora], budget, seed)
         config_path = workdir / "configs" / "finetune.cfg"
         overrides = {"paths.pretrained": str(model_dir / "model-best"),
                      "paths.target_train": str(target_corpus.train),
                      "paths.target_dev": str(target_corpus.dev)}
         progress.begin(1, f" ({target_corpus.domain}; at most {budget.max_steps} steps, output rows of "
-                          f"shared tags from {source_corpora[0].domain})")
+                          f"shared tags from {', '.join(s.domain for s in source_corpora)})")
         index = 1
     else:
         progress = Progress(["static vectors", "train jointly on sources and target", "score and save"], say)

@@ -9,7 +9,7 @@ its training callbacks in ``spacy/training/callbacks.py``).
   ``initialize`` asks it when it is given the pipeline).
 """
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from spacy import util
 from spacy.language import Language
@@ -29,7 +29,8 @@ def make_configure_callback(
     labels: Optional[Dict[str, List[str]]] = None,
     labels_from: Optional[str] = None,
     labels_domain: Optional[str] = None,
-    init_from: Optional[str] = None,
+    init_from: Optional[Union[str, List[str]]] = None,
+    missing_as: Optional[str] = None,
 ) -> Callable[[Language], Language]:
     """An ``[initialize.after_init]`` callback for a sourced crossner component.
 
@@ -43,10 +44,14 @@ def make_configure_callback(
         up front keeps the model's size fixed during training.
     labels_domain (Optional[str]): the domain of the docs of ``labels_from`` (default: each
         doc's own ``doc._.domain``, else ``target_domain``).
-    init_from (Optional[str]): a trained domain (e.g. the source) whose output rows start the
+    init_from (Optional[Union[str, List[str]]]): a trained domain (e.g. the source) whose output rows start the
         target domain's for the tags they share by name (the CrossNER authors' fine-tuning,
-        which keeps one output layer over the union of labels); None: the target's rows start
-        fresh.
+        which keeps one output layer over the union of labels); a list of trained domains
+        (several sources): each tag's rows come from the first domain in the list that has it;
+        None: the target's rows start fresh.
+    missing_as (Optional[str]): the component's ``missing_as`` for this training ("o" or
+        "missing": how the loss reads tokens without gold annotation, e.g. pseudo-labels'),
+        which a sourced component's block cannot set; None: keep the sourced one.
     """
 
     def configure(nlp: Language) -> Language:
@@ -56,6 +61,8 @@ def make_configure_callback(
                 f"'{component}' (pipes: {nlp.component_names})"
             )
         pipe = nlp.get_pipe(component)
+        if missing_as is not None:
+            pipe.missing_as = missing_as
         if target_domain is not None:
             pipe.target_domain = target_domain
         for domain, domain_labels in (labels or {}).items():
@@ -72,7 +79,10 @@ def make_configure_callback(
                     "[initialize.after_init] spacy_crossner.configure_crossner.v1: init_from "
                     "needs the target domain: set target_domain there (--vars.target_domain NAME)"
                 )
-            pipe.init_domain_from(init_from, pipe.target_domain)
+            sources = [init_from] if isinstance(init_from, str) else list(init_from)
+            # the last first, so for a tag several sources share the first listed one's rows win
+            for source in reversed(sources):
+                pipe.init_domain_from(source, pipe.target_domain)
         return nlp
 
     return configure

@@ -24,7 +24,10 @@ re-tokenizes the text unless ``--gold-preproc`` is given, and drops the domain, 
 predicted with the labels of the component's ``target_domain``). ``label_map`` renames the gold
 labels of the test data before scoring (a model trained on ``person`` scored on data saying
 ``PER``). Counts (``tp/fp/fn`` overall and per type)
-and what was scored (``mode``, ``domain``, ``labels``...) are added.
+and what was scored (``mode``, ``domain``, ``labels``...) are added. For a pipeline with a
+``crossner`` component, ``ents_ece`` and ``calibration`` say how well its entity probabilities
+match their accuracy (expected calibration error and reliability table, overall and per domain;
+:mod:`spacy_crossner.calibrate`).
 """
 import time
 from collections import Counter
@@ -201,7 +204,9 @@ def evaluate(
         before scoring: a JSON file, inline JSON or a dict ({"PER": "person"}).
     RETURNS (Dict[str, Any]): the metrics (``score_tags``) plus ``token_acc`` and ``speed`` (as
         ``spacy evaluate``), ``mode``, ``model``, ``data``, ``domain``, ``labels``, ``label_map``,
-        ``n_docs``, ``n_words``, ``words_per_second``.
+        ``n_docs``, ``n_words``, ``words_per_second``; with a crossner component, ``ents_ece``
+        and ``calibration`` (:func:`entity_calibration`: ECE and reliability table overall and
+        per domain).
     """
     import spacy
     from spacy.tokens import Doc
@@ -279,6 +284,9 @@ def evaluate(
         [doc_tags(d) for d in gold_docs], [doc_tags(d) for d in predicted],
         mode=mode, labels=labels or None,
     )
+    calibration = entity_calibration(
+        gold_docs, predicted, crossner_pipes, labels=labels or None, default=domains_used
+    )
     result: Dict[str, Any] = {
         **scores,
         "mode": mode,
@@ -292,6 +300,9 @@ def evaluate(
         "words_per_second": n_words / seconds if seconds > 0 else None,
         "label_map": label_map,
     }
+    if calibration is not None:
+        result["ents_ece"] = calibration["overall"]["ece"]
+        result["calibration"] = calibration
     # the keys of `spacy evaluate --output`: tokens are the gold ones, speed in words per second
     for key in ("token_acc", "token_p", "token_r", "token_f"):
         result[key] = 1.0
@@ -324,6 +335,42 @@ def evaluate(
         out.parent.mkdir(parents=True, exist_ok=True)
         srsly.write_json(out, result)
     return result
+
+
+def entity_calibration(
+    gold_docs: list, predicted: list, pipes: list, *, labels: Optional[Sequence[str]] = None,
+    default: Sequence[str] = (), n_bins: Optional[int] = None,
+) -> Optional[Dict[str, Any]]:
+    """How well the entity probabilities of the (first) crossner component match their accuracy:
+    ECE and reliability table (:mod:`spacy_crossner.calibrate`) over all predicted entities and
+    per domain. An entity is correct when it matches a gold entity of its doc exactly (the
+    ``sentence`` mode, in either mode). None without a crossner component.
+
+    RETURNS (Optional[Dict[str, Any]]): ``overall`` and ``per_domain`` ({domain: summary}, by
+        the docs' own domains) :func:`~.calibrate.calibration_summary` dicts, ``spans_key``,
+        ``temperatures`` (the component's, {labelled domain: T}; empty: uncalibrated).
+    """
+    from .calibrate import DEFAULT_BINS, calibration_summary, scored_entities
+    from .domains import get_domain
+
+    if not pipes:
+        return None
+    pipe = pipes[0]
+    key = pipe.cfg["spans_key"]
+    n_bins = n_bins or DEFAULT_BINS
+    fallback = default[0] if len(default) == 1 else None
+    every: list = []
+    by_domain: Dict[str, list] = {}
+    for gold, doc in zip(gold_docs, predicted):
+        scored = scored_entities(gold, doc, key, labels)
+        every.extend(scored)
+        by_domain.setdefault(str(get_domain(doc) or fallback), []).extend(scored)
+    return {
+        "spans_key": key,
+        "temperatures": dict(pipe.cfg.get("temperatures") or {}),
+        "overall": calibration_summary(every, n_bins),
+        "per_domain": {d: calibration_summary(s, n_bins) for d, s in sorted(by_domain.items())},
+    }
 
 
 def _map_gold_labels(docs: list, label_map: Dict[str, str]) -> Tuple[list, List[str]]:

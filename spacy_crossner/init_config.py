@@ -86,6 +86,12 @@ UNSUPPORTED = {
     ("bilstm", "uda"), ("trf", "uda"), ("moee", "uda"), ("label_aware", "uda"),
 }
 
+# The settings trained on labelled source corpora, which take any number of them (source_count):
+# one numbered [corpora.train.domains.source_I] per source. spaCy's command-line overrides cannot
+# add a section (`spacy train C --corpora.train.domains.extra.path X` stops with "not a section
+# value that can be overridden"), so the number of sources is chosen when the config is written.
+SOURCE_SETTINGS = ("joint", "pretrain")
+
 # What `spacy train` needs on the command line for each setting, for the header.
 TRAIN_ARGS: Dict[str, str] = {
     "target": "--paths.target_train T/train.spacy --paths.target_dev T/dev.spacy",
@@ -289,9 +295,72 @@ def _nest(overrides: Dict[str, Any]) -> Dict[str, Any]:
     return nested
 
 
+def check_source_count(setting: str, source_count: Optional[int]) -> None:
+    """``source_count`` is None or a whole number >= 1, for a setting with labelled sources."""
+    if source_count is None:
+        return
+    if isinstance(source_count, bool) or not isinstance(source_count, int) or source_count < 1:
+        raise InitConfigError(f"--source-count must be a whole number of at least 1, not {source_count!r}.")
+    if setting not in SOURCE_SETTINGS:
+        hint = (" (pre-train -> fine-tune: give the sources to the pretrain stage; finetune sources "
+                "its pipeline, every source's head included)" if setting == "finetune" else "")
+        raise InitConfigError(
+            f"--source-count {source_count}: the {setting} setting has no labelled sources to number; "
+            f"it is for the settings {', '.join(SOURCE_SETTINGS)}{hint}."
+        )
+
+
+def source_names(source_count: int) -> List[str]:
+    """The names of the numbered sources: ``source_0``, ``source_1``, ..."""
+    return [f"source_{i}" for i in range(source_count)]
+
+
+def number_sources(config: Dict[str, Any], source_count: int, setting: str) -> None:
+    """Replace the setting's one labelled source by ``source_count`` numbered ones, in place.
+
+    Each source I gets ``[corpora.train.domains.source_I]`` (the keys of the setting's
+    ``source`` section, e.g. its ``upsample``), its train file from ``paths.source_train_I`` and
+    its domain from ``vars.source_domain_I`` (null: the docs' own ``doc._.domain``). The pretrain
+    setting is selected on every source's dev set (``paths.source_dev_I``), read together as one
+    dev corpus in which each doc keeps its domain; with several sources the component's
+    ``target_domain`` (the domain of docs that carry none) is ``vars.target_domain``, since no
+    single labelled domain is the default any more. The single source's settings
+    (``paths.source_train``, ``paths.source_dev``, ``vars.source_domain``) are removed: the
+    config lists only what it reads.
+    """
+    domains = config["corpora"]["train"]["domains"]
+    template = {k: v for k, v in domains.pop("source").items() if k not in ("path", "domain")}
+    for key in ("source_train", "source_dev"):
+        config["paths"].pop(key, None)
+    config["vars"].pop("source_domain", None)
+    named = {}
+    for i, name in enumerate(source_names(source_count)):
+        config["paths"][f"source_train_{i}"] = None
+        config["vars"][f"source_domain_{i}"] = None
+        named[name] = {"path": f"${{paths.source_train_{i}}}", "domain": f"${{vars.source_domain_{i}}}",
+                       **copy.deepcopy(template)}
+    # the sources first, in order, as the single source was
+    config["corpora"]["train"]["domains"] = {**named, **domains}
+    if setting != "pretrain":
+        return
+    for i in range(source_count):
+        config["paths"][f"source_dev_{i}"] = None
+    dev = config["corpora"]["dev"]
+    if source_count == 1:
+        dev.update(path="${paths.source_dev_0}", domain="${vars.source_domain_0}")
+        return
+    config["corpora"]["dev"] = {
+        "@readers": "spacy_crossner.MultiDomainCorpus.v1", "seed": "${system.seed}", "shuffle": False,
+        "max_length": dev.get("max_length", 0), "limit": dev.get("limit", 0),
+        "domains": {name: {"path": f"${{paths.source_dev_{i}}}", "domain": f"${{vars.source_domain_{i}}}"}
+                    for i, name in enumerate(source_names(source_count))},
+    }
+    config["components"]["crossner"]["target_domain"] = "${vars.target_domain}"
+
+
 def compose(
     *, arch: str, features: str, setting: str, overrides: Optional[Dict[str, Any]] = None,
-    fine_tune: Optional[FineTune] = None,
+    fine_tune: Optional[FineTune] = None, source_count: Optional[int] = None,
 ) -> Config:
     """The partial config of one choice, before spaCy's defaults are filled in.
 
@@ -300,6 +369,9 @@ def compose(
     over the pieces; a section value naming another registered function replaces that section.
     fine_tune (Optional[FineTune]): the optimizer's schedule and rates per group, laid over the
     overrides (an overridden learn_rate is where the schedule starts).
+    source_count (Optional[int]): train on this many labelled source corpora, numbered from 0
+    (:func:`number_sources`; settings in SOURCE_SETTINGS); None: the setting's one source,
+    ``paths.source_train``.
     """
     arch_choice = _check("architecture (--arch)", arch, ARCHS)
     feature_choice = _check("features (--features)", features, FEATURES)
@@ -310,6 +382,7 @@ def compose(
             f"The {arch} architecture has no objective for the {setting} setting; use "
             f"--arch {' or '.join(able)}, or another --setting."
         )
+    check_source_count(setting, source_count)
     names: List[str] = ["base", *feature_choice.fragments, *arch_choice.fragments,
                         *setting_choice.fragments]
     for combo in (f"{arch}.{features}", f"{arch}.{setting}"):
@@ -323,6 +396,8 @@ def compose(
         config["components"] = {
             name: {"source": "${paths.pretrained}"} for name in config["nlp"]["pipeline"]
         }
+    if source_count is not None:
+        number_sources(config, source_count, setting)
     if overrides:
         # A section spacy train does not read would keep a (mistyped) override, silently unused.
         known = set(config) | {"paths", "system", "nlp", "components", "corpora", "training",
@@ -421,19 +496,43 @@ def check_overrides(base: Config, filled: Config, overrides: Dict[str, Any]) -> 
         ) from None
 
 
+def train_args(setting: str, source_count: Optional[int] = None) -> str:
+    """What ``spacy train`` needs on the command line for a setting (TRAIN_ARGS), the numbered
+    sources' paths in place of the single source's."""
+    if source_count is None:
+        return TRAIN_ARGS[setting]
+    args = " ".join(f"--paths.source_train_{i} S{i}/train.spacy" for i in range(source_count))
+    if setting == "pretrain":
+        args += " " + " ".join(f"--paths.source_dev_{i} S{i}/dev.spacy" for i in range(source_count))
+        if source_count > 1:
+            args += " --vars.target_domain S0_DOMAIN"
+        return args
+    return args + " " + TRAIN_ARGS[setting].split(" ", 2)[2]
+
+
 def header(*, arch: str, features: str, setting: str, output: str,
-           overrides: Optional[Dict[str, Any]] = None, fine_tune: Optional[FineTune] = None) -> str:
+           overrides: Optional[Dict[str, Any]] = None, fine_tune: Optional[FineTune] = None,
+           source_count: Optional[int] = None) -> str:
     """The comment lines on top of a written config: what made it and how to train it."""
     made = f"python -m spacy_crossner init-config {output} --arch {arch} --features {features} --setting {setting}"
+    if source_count is not None:
+        made += f" --source-count {source_count}"
     made += fine_tune.flags() if fine_tune is not None else ""
     for key, value in (overrides or {}).items():
         made += f" --{key} " + (f"'{json.dumps(value)}'" if isinstance(value, (dict, list)) else json.dumps(value))
     lines = [
         f"# {ARCHS[arch].help}; features: {FEATURES[features].help}; setting: {SETTINGS[setting].help}",
         f"# Made by: {made}",
-        f"# Train:   python -m spacy train {output} {TRAIN_ARGS[setting]} --gpu-id 0",
+        f"# Train:   python -m spacy train {output} {train_args(setting, source_count)} --gpu-id 0",
         "# (drop --gpu-id 0 on CPU; any setting below can be overridden on the command line the same way)",
     ]
+    if source_count is not None:
+        lines.append(
+            f"# Sources: {source_count} labelled corpora, [corpora.train.domains.source_0] ...; each one's domain "
+            "is its docs' doc._.domain (convert --domain), or --vars.source_domain_I NAME"
+            + ("; --vars.target_domain names the domain of docs that carry none (any source's)."
+               if setting == "pretrain" and source_count > 1 else ".")
+        )
     if features in FEATURE_NOTES:
         lines.append(FEATURE_NOTES[features])
     return "\n".join(lines) + "\n"
@@ -442,26 +541,27 @@ def header(*, arch: str, features: str, setting: str, output: str,
 def config_text(
     *, arch: str, features: str, setting: str, output: str = "config.cfg",
     overrides: Optional[Dict[str, Any]] = None, fine_tune: Optional[FineTune] = None,
+    source_count: Optional[int] = None,
 ) -> str:
     """The text of the complete config of one choice: the header, then the filled config.
 
     arch, features, setting (str): the choices (keys of ARCHS, FEATURES, SETTINGS). output (str):
     the file name the header's commands use. overrides (Dict[str, Any]): dotted settings laid
     over the pieces. fine_tune (Optional[FineTune]): the optimizer's schedule and group rates.
+    source_count (Optional[int]): numbered labelled sources (see compose).
     """
-    filled = fill(compose(arch=arch, features=features, setting=setting, overrides=overrides,
-                          fine_tune=fine_tune))
+    choice = dict(arch=arch, features=features, setting=setting, source_count=source_count, fine_tune=fine_tune)
+    filled = fill(compose(**choice, overrides=overrides))
     if overrides:
-        check_overrides(fill(compose(arch=arch, features=features, setting=setting, fine_tune=fine_tune)),
-                        filled, overrides)
+        check_overrides(fill(compose(**choice)), filled, overrides)
     return header(arch=arch, features=features, setting=setting, output=output,
-                  overrides=overrides, fine_tune=fine_tune) + filled.to_str(interpolate=False)
+                  overrides=overrides, fine_tune=fine_tune, source_count=source_count) + filled.to_str(interpolate=False)
 
 
 def init_config(
     output: Union[str, Path], *, arch: str, features: str, setting: str,
     overrides: Optional[Dict[str, Any]] = None, force: bool = True,
-    fine_tune: Optional[FineTune] = None,
+    fine_tune: Optional[FineTune] = None, source_count: Optional[int] = None,
 ) -> str:
     """Write the complete config of one choice to ``output`` ("-" = stdout); return its text.
 
@@ -469,6 +569,8 @@ def init_config(
     (keys of ARCHS, FEATURES, SETTINGS). overrides (Dict[str, Any]): dotted settings laid over the
     pieces. force (bool): overwrite an existing file. fine_tune (Optional[FineTune]): the
     optimizer's schedule and rates per group (FineTune's defaults: the config's own).
+    source_count (Optional[int]): train on this many labelled source corpora, given as
+    --paths.source_train_0 ... (settings joint and pretrain); None: one, --paths.source_train.
     """
     path = Path(output)
     if str(output) != "-":
@@ -482,7 +584,7 @@ def init_config(
                     raise InitConfigError(f"{path}: {parent} is a file, not a folder.")
                 break
     text = config_text(arch=arch, features=features, setting=setting, output=str(output),
-                       overrides=overrides, fine_tune=fine_tune)
+                       overrides=overrides, fine_tune=fine_tune, source_count=source_count)
     if str(output) == "-":
         print(text, end="")
         return text

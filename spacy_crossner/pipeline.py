@@ -9,7 +9,7 @@ callback, inferring the target domain from a corpus) live in :mod:`spacy_crossne
 """
 import copy
 from itertools import islice
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 import srsly
@@ -24,6 +24,7 @@ from spacy.util import registry
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 
+from .batching import length_batches
 from .callbacks import infer_target_domain
 from .callbacks import make_configure_callback  # noqa: F401  (its old home: installs made before it moved)
 from .decoding import bio_tags
@@ -69,6 +70,7 @@ DEFAULT_MODEL = util.load_config_from_str(DEFAULT_MODEL_CONFIG)["model"]
         "domain_aliases": {},
         "spans_key": "crossner",
         "threshold": 0.0,
+        "missing_as": "o",
         "scorer": {"@scorers": "spacy_crossner.entity_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -82,6 +84,7 @@ def make_crossner(
     spans_key: str,
     threshold: float,
     scorer: Optional[Callable],
+    missing_as: str = "o",
 ) -> "CrossNER":
     """Create a cross-domain entity recognizer.
 
@@ -96,6 +99,12 @@ def make_crossner(
         probabilities in ``doc.spans[spans_key].attrs["scores"]`` (as spaCy's ``spancat``).
     threshold (float): entities whose probability is below it are not written (0: all are).
     scorer (Optional[Callable]): scoring function (entity P/R/F overall and per type).
+    missing_as (str): how the loss reads a token whose gold entity tag is missing
+        (``token.ent_iob_ == ""``, or misaligned tokenization) in a doc that has annotation:
+        "o" as O (the whole doc is trained as one tag sequence), "missing" as unknown (a CRF
+        head marginalises over its tags, a softmax head gives it no loss), e.g. for
+        pseudo-labels that keep only confident entities. Docs without any annotation (raw
+        text) give no NER loss either way.
     """
     return CrossNER(
         nlp.vocab,
@@ -106,6 +115,7 @@ def make_crossner(
         spans_key=spans_key,
         threshold=threshold,
         scorer=scorer,
+        missing_as=missing_as,
     )
 
 
@@ -134,12 +144,14 @@ class CrossNER(TrainablePipe):
         spans_key: str = "crossner",
         threshold: float = 0.0,
         scorer: Optional[Callable] = score_entities,
+        missing_as: str = "o",
     ) -> None:
         if not 0.0 <= float(threshold) <= 1.0:
             raise ValueError(
                 f"[components.{name}] threshold = {threshold}: an entity probability threshold "
                 "must be between 0 and 1"
             )
+        check_missing_as(missing_as, name)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -149,6 +161,7 @@ class CrossNER(TrainablePipe):
             "domain_aliases": dict(domain_aliases or {}),
             "spans_key": spans_key,
             "threshold": float(threshold),
+            "missing_as": missing_as,
         }
         # cfg["config_settings"]: what the pipeline's config says, kept once; a saved pipeline
         # loaded with other values (spacy.load with config overrides) takes these instead of
@@ -159,6 +172,9 @@ class CrossNER(TrainablePipe):
             "domain_aliases": dict(settings["domain_aliases"]),
             "config_settings": settings,
             "build_config": {},
+            # {domain: T}: the calibrated temperature of each labelled domain's entity
+            # probabilities (spacy_crossner.calibrate); a domain without one has T = 1.
+            "temperatures": {},
         }
         self._sync_model_attrs()
 
@@ -186,6 +202,15 @@ class CrossNER(TrainablePipe):
     def target_domain(self, domain: Optional[str]) -> None:
         self.cfg["target_domain"] = domain
         self._sync_model_attrs()
+
+    @property
+    def missing_as(self) -> str:
+        """How the loss reads tokens without gold annotation: "o" or "missing" (factory docs)."""
+        return self.cfg.get("missing_as", "o")
+
+    @missing_as.setter
+    def missing_as(self, value: str) -> None:
+        self.cfg["missing_as"] = check_missing_as(value, self.name)
 
     def domain_tags(self) -> Dict[str, List[str]]:
         """The IOB2 tags of each domain, in the order the model's outputs use."""
@@ -239,6 +264,35 @@ class CrossNER(TrainablePipe):
         self.model.attrs["domain_tags"] = self.domain_tags()
         self.model.attrs["target_domain"] = self.default_domain()
         self.model.attrs["domain_aliases"] = dict(self.cfg.get("domain_aliases") or {})
+        self.model.attrs["temperatures"] = dict(self.cfg.get("temperatures") or {})
+
+    def set_temperatures(self, temperatures: Dict[str, float]) -> None:
+        """Set the temperature of labelled domains' entity probabilities (kept in
+        ``cfg["temperatures"]``, so saved and loaded with the pipeline). The probabilities of a
+        domain's entities become the CRF marginals (or softmax products) of its scores divided by
+        T; the predicted entities do not change. T = 1 removes a domain's calibration.
+
+        temperatures (Dict[str, float]): {labelled domain: T}, T > 0 and finite.
+        """
+        current = dict(self.cfg.get("temperatures") or {})
+        for domain, value in temperatures.items():
+            if domain not in self.cfg["labels"]:
+                raise ValueError(
+                    f"[components.{self.name}] temperature of '{domain}': not a labelled domain "
+                    f"(labelled domains: {sorted(self.cfg['labels'])})"
+                )
+            value = float(value)
+            if not (numpy.isfinite(value) and value > 0.0):
+                raise ValueError(
+                    f"[components.{self.name}] temperature of '{domain}' = {value}: a temperature "
+                    "must be a positive finite number"
+                )
+            if value == 1.0:
+                current.pop(domain, None)
+            else:
+                current[domain] = value
+        self.cfg["temperatures"] = current
+        self._sync_model_attrs()
 
     def default_domain(self) -> Optional[str]:
         """The domain of docs without ``doc._.domain``: target_domain, or the only domain."""
@@ -298,6 +352,7 @@ class CrossNER(TrainablePipe):
         validate_get_examples(get_examples, "CrossNER.initialize")
         self.cfg["labels"] = {}
         self.cfg["build_config"] = {}
+        self.cfg["temperatures"] = {}  # a calibration is of the weights it was fitted for
         if labels is not None:
             if not isinstance(labels, dict):
                 raise ValueError(
@@ -375,6 +430,32 @@ class CrossNER(TrainablePipe):
         return domain
 
     # -- prediction ---------------------------------------------------------------------------
+
+    #: ``pipe`` predicts each batch in sub-batches of docs of similar length, each at most this
+    #: many padded tokens (docs x longest doc); None or 0: the whole batch at once. Not a config
+    #: setting (configs stay as they are); set it on the loaded component. Off by default:
+    #: benchmarks/throughput.py measured no gain for transformer pipelines (the transformer
+    #: sorts its own batches) and a loss for the BiLSTM (more, shorter decoding loops).
+    max_batch_items: Optional[int] = None
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """Annotate a stream of docs, ``batch_size`` at a time; each batch is predicted in
+        sub-batches of docs of similar length (less padding, see ``max_batch_items``), and the
+        docs come out in the order they went in.
+
+        stream (Iterable[Doc]): the docs.
+        batch_size (int): the number of docs buffered at a time.
+        YIELDS (Doc): the docs, annotated, in order.
+        """
+        error_handler = self.get_error_handler()
+        for docs in util.minibatch(stream, size=batch_size):
+            try:
+                for sub in length_batches([len(doc) for doc in docs], self.max_batch_items):
+                    part = [docs[i] for i in sub]
+                    self.set_annotations(part, self.predict(part))
+                yield from docs
+            except Exception as e:
+                error_handler(self.name, self, docs, e)
 
     def predict(self, docs: Iterable[Doc]) -> List[Decoded]:
         """The tags, entities and entity probabilities of each doc. Does not modify docs."""
@@ -469,8 +550,10 @@ class CrossNER(TrainablePipe):
 
     def _gold(self, examples: List[Example], domains: List[str]) -> List[Optional[List[int]]]:
         domain_tags = self.domain_tags()
+        missing = MISSING if self.missing_as == "missing" else 0
         return [
-            _gold_tag_ids(eg, domain_tags[domain]) if eg.reference.has_annotation("ENT_IOB") else None
+            _gold_tag_ids(eg, domain_tags[domain], missing)
+            if eg.reference.has_annotation("ENT_IOB") else None
             for eg, domain in zip(examples, domains)
         ]
 
@@ -535,6 +618,8 @@ class CrossNER(TrainablePipe):
             if key in was and was[key] != value:
                 self.cfg[key] = copy.deepcopy(value)
         self.cfg["config_settings"] = given
+        self.cfg.setdefault("missing_as", "o")  # saved before the setting existed
+        check_missing_as(self.cfg["missing_as"], self.name)
         self._validate_domains()
         target = self.cfg["target_domain"]
         if target is not None and target != was.get("target_domain") and \
@@ -558,11 +643,25 @@ class CrossNER(TrainablePipe):
         self._sync_model_attrs()
 
 
-def _gold_tag_ids(eg: Example, tags: Sequence[str]) -> List[int]:
+MISSING_AS = ("o", "missing")
+MISSING = -1  # the gold tag id of a missing token (``missing_as = "missing"``)
+
+
+def check_missing_as(value: str, name: str = "crossner") -> str:
+    if value not in MISSING_AS:
+        raise ValueError(
+            f"[components.{name}] missing_as = {value!r}: choose \"o\" (a token without gold "
+            "annotation is trained as O) or \"missing\" (its tag is unknown: marginalised)"
+        )
+    return value
+
+
+def _gold_tag_ids(eg: Example, tags: Sequence[str], missing: int = 0) -> List[int]:
     """Gold IOB2 tag ids aligned to the predicted tokens.
 
-    Tokens whose gold is unknown (misaligned tokenization, missing annotation) count as O: a
-    CRF needs a whole sequence.
+    Tokens whose gold is unknown (misaligned tokenization, missing annotation) get ``missing``:
+    0, the id of O (``missing_as = "o"``: the doc is one whole tag sequence), or ``MISSING``
+    (``missing_as = "missing"``: the head marginalises over the token's tag).
     """
     index = {tag: i for i, tag in enumerate(tags)}
     predicted, reference = eg.predicted, eg.reference
@@ -573,12 +672,18 @@ def _gold_tag_ids(eg: Example, tags: Sequence[str]) -> List[int]:
         ids = []
         for token in reference:
             iob = token.ent_iob_
-            ids.append(index[f"{iob}-{token.ent_type_}"] if iob in ("B", "I") else 0)
+            if iob in ("B", "I"):
+                ids.append(index[f"{iob}-{token.ent_type_}"])
+            else:
+                ids.append(0 if iob == "O" else missing)
         return ids
     ids = []
     for biluo in eg.get_aligned_ner():
-        if biluo is None or biluo in ("O", "-", ""):
+        if biluo == "O":
             ids.append(0)
+            continue
+        if biluo is None or biluo in ("-", ""):
+            ids.append(missing)
             continue
         prefix, label = biluo.split("-", 1)
         iob = ("B-" if prefix in ("B", "U") else "I-") + label

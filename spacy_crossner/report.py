@@ -8,6 +8,12 @@ Writes ``report.md`` (overall P/R/F1 per run with each run's notes, F1 per type 
 needs matplotlib, an optional extra (``pip install "spacy_crossner[report]"``): without it the
 report is the markdown and the JSON, and asking for the plot is a clear error.
 
+Metrics of ``evaluate`` on a crossner pipeline carry the calibration of its entity probabilities
+(``calibration``: ECE and reliability table per domain): the report then adds a calibration
+section (ECE per run and domain, the reliability tables side by side) and ``reliability.png``
+(accuracy against confidence per domain, a line per run: e.g. before and after
+``python -m spacy_crossner calibrate``).
+
 Each input is a metrics JSON written by ``python -m spacy_crossner evaluate`` or
 ``spacy evaluate`` (keys ``ents_p/r/f`` and ``ents_per_type``, fractions in 0..1), or a trained
 pipeline's ``meta.json`` (its ``performance``). A run is named after its file (``bilstm_joint``
@@ -23,6 +29,7 @@ import srsly
 
 MARKDOWN_NAME = "report.md"
 PLOT_NAME = "f1_per_type.png"
+RELIABILITY_PLOT_NAME = "reliability.png"
 JSON_NAME = "report.json"
 _GENERIC_STEMS = {"metrics", "meta", "scores", "results", "evaluation"}
 
@@ -71,6 +78,7 @@ class Run:
         self.labels_note = data.get("note")
         # gold types the model cannot predict (no such label in the domain it tags the docs with)
         self.unpredictable = sorted(data.get("unpredictable_labels") or {})
+        self.calibration = _read_calibration(path, data.get("calibration"))
 
     def to_dict(self) -> Dict[str, Any]:
         """The run's scores (percent) and notes, as written to ``report.json``."""
@@ -84,7 +92,28 @@ class Run:
             "gold_per_type": self.support,
             "unpredictable_types": self.unpredictable,
             "note": self.labels_note,
+            "calibration": self.calibration,
         }
+
+
+def _read_calibration(path: Path, calibration: Any) -> Optional[Dict[str, Any]]:
+    """The ``calibration`` of a metrics file (``evaluate``'s), checked: {"per_domain": {domain:
+    {"ece", "n_entities", "bins": [{"lower", "upper", "count", "confidence", "accuracy"}]}}}."""
+    if calibration is None:
+        return None
+    per_domain = calibration.get("per_domain") if isinstance(calibration, dict) else None
+    if not isinstance(per_domain, dict):
+        raise ReportError(f"{path}: calibration must be an object with per_domain {{domain: ...}}")
+    for domain, summary in per_domain.items():
+        bins = summary.get("bins") if isinstance(summary, dict) else None
+        if not isinstance(bins, list) or not all(
+            isinstance(b, dict) and {"lower", "upper", "count", "confidence", "accuracy"} <= set(b) for b in bins
+        ):
+            raise ReportError(
+                f"{path}: calibration.per_domain[{domain!r}] needs bins with lower, upper, count, "
+                "confidence and accuracy (what `python -m spacy_crossner evaluate` writes)"
+            )
+    return calibration
 
 
 def _check_range(path: Path, scores: Dict[str, Any], per_type: Dict[str, Any], scale: float) -> None:
@@ -249,7 +278,111 @@ def markdown_report(runs: Sequence[Run], *, title: Optional[str] = None, plot_na
     lines.append(f"{legend}. P and R per type: `{JSON_NAME}`.")
     if plot_name:
         lines += ["", f"![F1 per entity type and run]({plot_name})"]
+    lines += calibration_markdown(runs, plot_name=RELIABILITY_PLOT_NAME if plot_name else None)
     return "\n".join(lines) + "\n"
+
+
+def _ece_cell(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def calibration_markdown(runs: Sequence[Run], *, plot_name: Optional[str] = None) -> List[str]:
+    """The calibration section: ECE per run and domain, then per domain the reliability table
+    (confidence / accuracy / count per probability bin) of every run. No lines when no run has
+    a calibration."""
+    calibrated = [run for run in runs if run.calibration]
+    if not calibrated:
+        return []
+    lines = ["", "## Calibration of the entity probabilities", ""]
+    lines.append(
+        "Expected calibration error (ECE) of the predicted entities: their probabilities in "
+        "equal-width bins, the count-weighted mean of |accuracy - mean probability|; 0 is perfect."
+    )
+    lines += ["", "| run | domain | ECE | entities | accuracy | mean probability | temperature |",
+              "|---|---|---:|---:|---:|---:|---|"]
+    domains: List[str] = []
+    for run in calibrated:
+        temperatures = run.calibration.get("temperatures") or {}
+        temps = ", ".join(f"{d} {t:.3g}" for d, t in sorted(temperatures.items())) or "1 (uncalibrated)"
+        for domain, summary in run.calibration["per_domain"].items():
+            if domain not in domains:
+                domains.append(domain)
+            acc, conf = summary.get("accuracy"), summary.get("mean_confidence")
+            lines.append(
+                f"| {run.name} | {domain} | {_ece_cell(summary.get('ece'))} | {summary.get('n_entities', 0)} | "
+                f"{'–' if acc is None else f'{acc:.3f}'} | {'–' if conf is None else f'{conf:.3f}'} | {temps} |"
+            )
+    for domain in domains:
+        having = [run for run in calibrated if domain in run.calibration["per_domain"]]
+        tables = [run.calibration["per_domain"][domain]["bins"] for run in having]
+        edges = sorted({(b["lower"], b["upper"]) for bins in tables for b in bins if b["count"]})
+        lines += ["", f"Reliability, {domain} (confidence / accuracy / count per probability bin):", ""]
+        lines.append("| probability | " + " | ".join(run.name for run in having) + " |")
+        lines.append("|---|" + "---:|" * len(having))
+        for lower, upper in edges:
+            cells = []
+            for bins in tables:
+                row = next((b for b in bins if (b["lower"], b["upper"]) == (lower, upper) and b["count"]), None)
+                cells.append("–" if row is None else
+                             f"{row['confidence']:.3f} / {row['accuracy']:.3f} / {row['count']}")
+            lines.append(f"| {lower:.2f}–{upper:.2f} | " + " | ".join(cells) + " |")
+    if plot_name:
+        lines += ["", f"![Reliability per domain and run]({plot_name})"]
+    return lines
+
+
+def plot_reliability(runs: Sequence[Run], path: Union[str, Path], *, title: Optional[str] = None) -> Path:
+    """Write a PNG reliability diagram per domain: accuracy against mean probability of each
+    probability bin, one line per run (marker area by the bin's count), the diagonal being
+    perfect calibration. Raises ReportError when matplotlib is not installed (the ``report``
+    extra) or no run has a calibration."""
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise ReportError(MATPLOTLIB_MISSING.replace("F1 heatmap", "reliability plot")) from err
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    calibrated = [run for run in runs if run.calibration]
+    if not calibrated:
+        raise ReportError("No run has a calibration (metrics of `python -m spacy_crossner evaluate` "
+                          "on a crossner pipeline): nothing to plot")
+    domains: List[str] = []
+    for run in calibrated:
+        domains += [d for d in run.calibration["per_domain"] if d not in domains]
+    fig, axes = plt.subplots(1, len(domains), figsize=(3.6 * len(domains) + 0.6, 3.9), squeeze=False)
+    for ax, domain in zip(axes[0], domains):
+        ax.plot([0, 1], [0, 1], ls="--", color="#999999", lw=1)
+        for run in calibrated:
+            summary = run.calibration["per_domain"].get(domain)
+            if not summary:
+                continue
+            bins = [b for b in summary["bins"] if b["count"]]
+            if not bins:
+                continue
+            total = sum(b["count"] for b in bins)
+            x = [b["confidence"] for b in bins]
+            y = [b["accuracy"] for b in bins]
+            line, = ax.plot(x, y, marker=None, lw=1.2,
+                            label=f"{run.name} (ECE {_ece_cell(summary.get('ece'))})")
+            ax.scatter(x, y, s=[15 + 200 * b["count"] / total for b in bins], color=line.get_color(),
+                       zorder=3, clip_on=False)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_aspect("equal")
+        ax.set_xlabel("entity probability (bin mean)", fontsize=8)
+        ax.set_ylabel("accuracy", fontsize=8)
+        ax.set_title(domain, fontsize=10)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(title or "Reliability of the entity probabilities", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.15)
+    plt.close(fig)
+    return path
 
 
 MATPLOTLIB_MISSING = ('the F1 heatmap needs matplotlib, which is not installed: pip install '
@@ -356,7 +489,9 @@ def report(
     plot (Optional[bool]): also write the PNG; True without matplotlib is a ReportError, None
         plots where matplotlib is installed.
     RETURNS (Dict[str, Any]): ``markdown``, ``json`` (Path), ``plot`` (Path or None), ``runs``
-        (List[Run]), ``plot_skipped`` (a note when None left the plot out, else None).
+        (List[Run]), ``plot_skipped`` (a note when None left the plot out, else None),
+        ``reliability_plot`` (``reliability.png`` when plotting and a run has a calibration,
+        else None).
     """
     skipped = None
     if plot is None:
@@ -368,10 +503,15 @@ def report(
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     plot_path = plot_f1(runs, output_dir / PLOT_NAME, title=title) if plot else None
+    calibrated = any(run.calibration for run in runs)
+    reliability_path = (
+        plot_reliability(runs, output_dir / RELIABILITY_PLOT_NAME, title=title) if plot and calibrated else None
+    )
     md_path = output_dir / MARKDOWN_NAME
     md_path.write_text(
         markdown_report(runs, title=title, plot_name=PLOT_NAME if plot else None), encoding="utf8"
     )
     json_path = output_dir / JSON_NAME
     srsly.write_json(json_path, report_json(runs, title=title))
-    return {"markdown": md_path, "json": json_path, "plot": plot_path, "runs": runs, "plot_skipped": skipped}
+    return {"markdown": md_path, "json": json_path, "plot": plot_path, "runs": runs, "plot_skipped": skipped,
+            "reliability_plot": reliability_path}

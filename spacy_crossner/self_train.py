@@ -18,12 +18,17 @@ The threshold chosen on dev (``--threshold-from-dev``) is the smallest threshold
 teacher's dev entities with probability >= it reach ``min_precision`` (exact-match entity
 precision): the most pseudo-labels at that precision.
 
-How the component learns from them: its loss (``pipeline._gold_tag_ids``) reads an unannotated
-token of an annotated doc as O, because its CRF needs a whole tag sequence. So, today, the two modes
-differ only for a sentence without a kept entity: in ``missing`` mode it has no annotation at all
-and gives no NER loss (the component treats it as raw text), in ``confident-o`` mode its O tokens
-are trained as O. A loss that marginalises over unannotated tokens would make ``missing`` mean
-missing; that belongs to the component's head.
+How the component learns from them is its setting ``missing_as``: with ``"missing"`` an
+unannotated token of an annotated doc is unknown (the CRF head marginalises over its tag, a
+softmax head gives it no loss); with ``"o"``, the default of every config, it is read as O, so
+the two modes would train alike. ``self_train`` therefore trains the student with
+``missing_as = "missing"`` (``--missing-as``), in both modes: in ``confident-o`` mode the
+unannotated tokens are those of entities the teacher was unsure of. It is set in the student's
+``[components.crossner]`` block, or, for a sourced component (whose block only names its
+source), in the ``spacy_crossner.configure_crossner.v1`` callback of ``[initialize.after_init]``.
+A pseudo-labelled file trained by hand needs ``--components.crossner.missing_as missing``.
+A sentence without a kept entity has no annotation at all and gives no NER loss (the component
+treats it as raw text) whatever the setting.
 
 ``self_train`` adds the pseudo-labelled corpus to an existing config's
 ``[corpora.train.domains]`` as the section ``pseudo``, with the *target* domain: it is more train
@@ -45,8 +50,10 @@ from .docbin import read_docbin, spacy_files
 from .domains import get_domain, set_domain
 
 MODES = ("missing", "confident-o")
+MISSING_AS = ("missing", "o")  # the component's settings (pipeline.MISSING_AS)
 PSEUDO_SECTION = "pseudo"
 MULTI_DOMAIN_READERS = ("spacy_crossner.MultiDomainCorpus.v1", "spacy_crossner.MultiDomainCorpus.v2")
+CONFIGURE_CALLBACK = "spacy_crossner.configure_crossner.v1"
 
 
 class PseudoLabelError(ValueError):
@@ -482,10 +489,14 @@ def load_student_config(config: Union[str, Path], overrides: Dict[str, Any]):
     return cfg
 
 
-def with_pseudo_corpus(cfg, pseudo: Union[str, Path], domain: str, upsample: float):
+def with_pseudo_corpus(
+    cfg, pseudo: Union[str, Path], domain: str, upsample: float, missing_as: str = "missing"
+):
     """A copy of the student's config with the pseudo-labelled corpus as the section
-    ``[corpora.train.domains.pseudo]`` of domain ``domain`` (the target's)."""
+    ``[corpora.train.domains.pseudo]`` of domain ``domain`` (the target's), and its crossner
+    component reading unannotated tokens as ``missing_as`` (:func:`set_missing_as`)."""
     cfg = cfg.copy()
+    set_missing_as(cfg, missing_as)
     # Pseudo-labels are more train data of the target's domain, on purpose: the sections that
     # already hold that domain say so too, or the reader refuses two corpora of one domain
     # (spacy_crossner.training_checks.check_distinct_domains).
@@ -497,6 +508,44 @@ def with_pseudo_corpus(cfg, pseudo: Union[str, Path], domain: str, upsample: flo
         del section["upsample"]
     train["domains"][PSEUDO_SECTION] = section
     return cfg
+
+
+def set_missing_as(cfg, missing_as: str) -> List[str]:
+    """Set the ``missing_as`` of the config's crossner components (in place): in the block of
+    each one built by the crossner factory, and, for a sourced one, in the
+    ``configure_crossner`` callback of ``[initialize.after_init]`` that names it (a sourced
+    block holds only its source). Returns the names of the components set; raises
+    PseudoLabelError when there is none."""
+    if missing_as not in MISSING_AS:
+        raise PseudoLabelError(f"--missing-as {missing_as!r}: choose one of {', '.join(MISSING_AS)}")
+    components = cfg.get("components", {})
+    named = [name for name, block in components.items() if block.get("factory") == "crossner"]
+    for name in named:
+        components[name]["missing_as"] = missing_as
+    after = cfg.get("initialize", {}).get("after_init") or {}
+    if after.get("@callbacks") == CONFIGURE_CALLBACK:
+        target = after.get("component", "crossner")
+        if target not in named and "source" in components.get(target, {}):
+            after["missing_as"] = missing_as
+            named.append(target)
+    if not named:
+        raise PseudoLabelError(
+            "The student's config has no crossner component whose missing_as self-train can set: "
+            "none built by the crossner factory, and no sourced one named by "
+            f"[initialize.after_init] {CONFIGURE_CALLBACK} (add it there with component = "
+            "the pipe's name, as configs/trf_finetune.cfg does)"
+        )
+    return named
+
+
+def _check_missing_as_overrides(overrides: Dict[str, Any], missing_as: str) -> None:
+    """A ``missing_as`` given as a spacy train override must agree with ``--missing-as``."""
+    for key, value in overrides.items():
+        if key.split(".")[-1] == "missing_as" and value != missing_as:
+            raise PseudoLabelError(
+                f"--{key} {value}: self-train sets the student's missing_as from --missing-as "
+                f"(now {missing_as!r}); give --missing-as {value} instead"
+            )
 
 
 def _mixes_by_factor(train: Dict[str, Any], upsample: float) -> bool:
@@ -557,6 +606,7 @@ def self_train(
     dev: Optional[Union[str, Path]] = None,
     min_precision: float = 0.9,
     mode: str = "missing",
+    missing_as: str = "missing",
     rounds: int = 1,
     pseudo_upsample: float = 1.0,
     overrides: Optional[Dict[str, Any]] = None,
@@ -575,6 +625,8 @@ def self_train(
         ``round<N>/training/model-{best,last}`` for each round.
     domain, threshold, dev, min_precision, mode, batch_size: as :func:`pseudo_label`; with
         ``dev`` the threshold is chosen again for each round's teacher.
+    missing_as (str): how the student's loss reads the tokens the pseudo-labels leave
+        unannotated: "missing" (marginalised; the default, in both modes) or "o" (as O).
     rounds (int): labelling + training rounds (1: plain distillation / one self-training step).
     pseudo_upsample (float): the pseudo-labelled section's ``upsample``.
     overrides (Optional[Dict[str, Any]]): ``spacy train`` overrides (``paths.source_train`` ...).
@@ -589,7 +641,9 @@ def self_train(
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise PseudoLabelError(f"Output {output_dir} is a file, not a folder")
+    _check_missing_as_overrides(dict(overrides or {}), missing_as)
     base = load_student_config(config, dict(overrides or {}))
+    set_missing_as(base.copy(), missing_as)  # a config it cannot be set in fails before labelling
     _mixes_by_factor(base["corpora"]["train"], pseudo_upsample)  # refuse a factor v2 would not use
     summary = SelfTrainSummary(str(output_dir))
     current = str(teacher)
@@ -598,7 +652,7 @@ def self_train(
         pseudo = pseudo_label(model=current, text=text, output=here / "pseudo.spacy", domain=domain,
                               threshold=threshold, dev=dev, min_precision=min_precision, mode=mode,
                               batch_size=batch_size, gpu_id=gpu_id)
-        cfg = with_pseudo_corpus(base, here / "pseudo.spacy", pseudo.domain, pseudo_upsample)
+        cfg = with_pseudo_corpus(base, here / "pseudo.spacy", pseudo.domain, pseudo_upsample, missing_as)
         cfg.to_disk(here / "config.cfg")
         spacy_train(here / "config.cfg", here / "training", use_gpu=gpu_id)
         best = here / "training" / "model-best"

@@ -1,6 +1,7 @@
 """Reference decoders in numpy, one sequence at a time: what the batched torch heads
 (``spacy_crossner/models/pytorch_heads.py``) are tested against. They are not part of the
 library: only the tests use them."""
+import itertools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -190,3 +191,34 @@ def crf_reference(
     score = start[tags[0]] + end[tags[-1]] + sum(E[t, k] for t, k in enumerate(tags))
     score += sum(trans[i, j] for i, j in zip(tags, tags[1:]))
     return float(score - log_z), numpy.exp(alpha + beta - log_z)
+
+
+def crf_partial_log_likelihood(
+    emissions: numpy.ndarray, observed: Sequence[int], tags: Sequence[str], start: numpy.ndarray,
+    trans: numpy.ndarray, end: numpy.ndarray,
+) -> float:
+    """Log-likelihood of a partial annotation under a BIO-constrained linear-chain CRF, by
+    enumerating every tag sequence (K ** T of them: tiny lattices only).
+
+    log sum over the valid paths that agree with ``observed`` wherever it is >= 0 (-1: missing,
+    any tag) minus log sum over all valid paths; a path is valid when it makes no move that
+    :func:`~spacy_crossner.decoding.allowed_moves` forbids (``O -> I-X``, ``B-X -> I-Y`` ...).
+    emissions (T, K); observed (T,) tag ids or -1; tags: the K IOB2 tags; start, end (K,);
+    trans (K, K) [previous, next]. RETURNS: the log-likelihood (-inf if no valid path agrees).
+    """
+    E = numpy.asarray(emissions, dtype="float64")
+    T, K = E.shape
+    ok_start, ok_trans, ok_end = allowed_moves(tags)
+    everything, agreeing = [], []
+    for path in itertools.product(range(K), repeat=T):
+        if not (ok_start[path[0]] and ok_end[path[-1]] and all(ok_trans[i, j] for i, j in zip(path, path[1:]))):
+            continue
+        score = start[path[0]] + end[path[-1]] + sum(E[t, k] for t, k in enumerate(path))
+        score += sum(trans[i, j] for i, j in zip(path, path[1:]))
+        everything.append(score)
+        if all(o < 0 or o == k for o, k in zip(observed, path)):
+            agreeing.append(score)
+    lse = numpy.logaddexp.reduce
+    if not agreeing:
+        return -numpy.inf
+    return float(lse(numpy.asarray(agreeing)) - lse(numpy.asarray(everything)))

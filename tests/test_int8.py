@@ -6,6 +6,8 @@ quantized pipeline is compared with its fp32 original loosely (the same entities
 sentences, entity probabilities within 0.05, token vectors with a cosine of at least 0.9 on
 average); after that, every save and load is compared exactly.
 """
+import json
+import os
 import pickle
 import subprocess
 import sys
@@ -278,14 +280,21 @@ def test_quantize_errors_are_clear(fp32_dir, int8_dir, tmp_path):
     assert "transformer: 37 linear layers int8" in res.output and (tmp_path / "out" / "config.cfg").exists()
 
 
-def test_spacy_package_of_the_quantized_copy(int8_dir, tmp_path):
+@pytest.fixture(scope="module")
+def int8_package(int8_dir, tmp_path_factory):
+    """``spacy package`` of the quantized copy (the package's source folder, not built)."""
+    out = tmp_path_factory.mktemp("package")
     res = subprocess.run(
-        [sys.executable, "-m", "spacy", "package", str(int8_dir), str(tmp_path), "--name", "int8_tiny",
+        [sys.executable, "-m", "spacy", "package", str(int8_dir), str(out), "--name", "int8_tiny",
          "--version", "0.0.1", "--build", "none"],
         capture_output=True, text=True, timeout=600,
     )
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
-    package = tmp_path / "en_int8_tiny-0.0.1"
+    return out / "en_int8_tiny-0.0.1"
+
+
+def test_spacy_package_of_the_quantized_copy(int8_dir, int8_package):
+    package = int8_package
     requirements = spacy.util.load_meta(package / "meta.json")["requirements"]
     # the package requires spacy_crossner, where the int8 architecture is registered
     assert any(r.startswith("spacy_crossner") for r in requirements), requirements
@@ -295,3 +304,51 @@ def test_spacy_package_of_the_quantized_copy(int8_dir, tmp_path):
         packaged = spacy.load(data)
     assert n_int8(packaged) == 37
     assert_identical(outputs(packaged), outputs(spacy.load(int8_dir)))
+
+
+LOAD_BY_NAME = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import spacy
+import en_int8_tiny
+nlp = spacy.load("en_int8_tiny")
+from spacy_crossner.models.pytorch_int8 import count_int8_linears
+docs = list(nlp.pipe(json.loads(sys.argv[1])))
+print(json.dumps({
+    "file": en_int8_tiny.__file__,
+    "name": nlp.meta["name"],
+    "int8": count_int8_linears(nlp.get_pipe("transformer").model.transformer),
+    "ents": [[(e.start, e.end, e.label_) for e in d.ents] for d in docs],
+    "scores": [[float(p) for p in d.spans["crossner"].attrs["scores"]] for d in docs],
+}))
+"""
+
+
+def test_the_built_package_installs_and_loads_by_name(int8_dir, int8_package, tmp_path):
+    """What a deployment does with the package: pip builds and installs it (offline, in a
+    folder of its own: the test environment is not changed), and a fresh process loads it by
+    name, the int8 architecture found through spacy_crossner's entry points."""
+    site = tmp_path / "site"
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation",
+         "--disable-pip-version-check", "--target", str(site), str(int8_package)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert list(site.glob("en_int8_tiny-0.0.1*-info"))
+    texts = [" ".join(words) for _, words, _ in SENTENCES] + ["", "Google released TensorFlow in Paris ."]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(site)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    res = subprocess.run([sys.executable, "-c", LOAD_BY_NAME, json.dumps(texts)], capture_output=True,
+                         text=True, timeout=600, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    loaded = json.loads(res.stdout.strip().splitlines()[-1])
+    assert loaded["file"].startswith(str(site)) and loaded["name"] == "int8_tiny"
+    assert loaded["int8"] == 37
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        docs = list(spacy.load(int8_dir).pipe(texts))
+    # the same int8 weights: the same entities and probabilities, exactly
+    assert loaded["ents"] == [[[e.start, e.end, e.label_] for e in d.ents] for d in docs]
+    assert loaded["scores"] == [[float(p) for p in d.spans["crossner"].attrs["scores"]] for d in docs]
+    assert any(loaded["ents"])

@@ -51,6 +51,18 @@ WordCharEmbed; ``wordchar+sm`` is accepted as another name; pipeline: ``--sm-pip
 ``minilm`` (rows 2, 3, 6, 7, 8 and the MiniLM peer). The peers ``spacy_cnn`` and ``spacy_sm``
 always run with the rows they belong to.
 
+Several sources (``--extra-sources``, issue 47): the joint and pre-train -> fine-tune methods
+(kinds joint and finetune, e.g. ``bilstm_joint``, ``trf_finetune``, ``multi_cell_sda``) trained on
+``--source`` plus further labelled corpora, each with its own labels and head; ``others`` = the
+CrossNER domains other than the target (so CoNLL-2003 + the other four domains' *train* sets).
+The extra sources give only their train sets; the pre-train stage is still selected on
+``--source``'s dev set, and the fine-tune's target rows start from every source (``init_from``, the
+first source that has a tag). Each such run is a method of its own, ``NAME_plus_others`` (or
+``NAME_plus_politics_music``), its baseline the one-source ``NAME``; its configs are written into
+``--workdir`` by ``init-config --source-count``, and its stage 1 belongs to its target::
+
+    python project/scripts/study.py run --methods trf_finetune --features minilm --extra-sources others --domains ai music
+
 Stopping (``--max-steps``, ``--eval-frequency``, ``--patience``; 0 = the study's protocol): at most
 20,000 steps (PGN UDA 30,000), evaluated every 200 steps with patience 1,600, MiniLM features every
 100 with patience 400; a setting given on the command line holds for every run of the invocation.
@@ -85,6 +97,7 @@ one report generator: ``python project/scripts/report.py study``.
 """
 import argparse
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -155,6 +168,8 @@ class Method:
     # a second, diagnostic baseline on the same features, shown in the gains table beside the
     # paper's baseline (not used for the verdict)
     like_for_like: Optional[str] = None
+    # a several-sources variant (--extra-sources): the one-source method it extends
+    extends: Optional[str] = None
 
 
 METHODS = [
@@ -315,9 +330,16 @@ def shared_dir(args, name: str, seed: int, features: str) -> Path:
     return args.workdir / f"{name}-shared-{features}-s{seed}"
 
 
-def stage1_model(args, method: Method, seed: int, features: str) -> Path:
-    first = BY_NAME[method.stage1]
-    return shared_dir(args, first.name, seed, features) / first.keep
+def stage1_dir(args, method: Method, seed: int, features: str, domain: str) -> Path:
+    """The work directory of a method's stage 1: shared by every target domain, except for a
+    several-sources method, whose sources depend on the target (--extra-sources others)."""
+    if several_sources(method):
+        return args.workdir / f"{method.stage1}-{domain}-{features}-s{seed}"
+    return shared_dir(args, method.stage1, seed, features)
+
+
+def stage1_model(args, method: Method, seed: int, features: str, domain: str) -> Path:
+    return stage1_dir(args, method, seed, features, domain) / BY_NAME[method.stage1].keep
 
 
 def joint_folder(args, domain: str) -> Path:
@@ -409,6 +431,66 @@ def stopping(args, method: Method, features: str) -> Dict[str, int]:
             "eval_frequency": args.eval_frequency or every, "patience": args.patience or patience}
 
 
+# the kinds of method that train on labelled sources, and so can take several (--extra-sources)
+SOURCE_KINDS = ("joint", "finetune")
+
+
+def sources_of(args, domain: str) -> List[str]:
+    """The labelled source domains of a run on target ``domain``: ``--source``, then
+    ``--extra-sources`` (``others`` = the CrossNER domains other than the target and the source);
+    never the target itself."""
+    extra = []
+    for name in getattr(args, "extra_sources", []):
+        extra += [d for d in CROSSNER_DOMAINS if d != domain] if name == "others" else [name]
+    return list(dict.fromkeys(d for d in [args.source, *extra] if d != domain))
+
+
+def several_sources(method: Method) -> bool:
+    return method.extends is not None
+
+
+def variant(method: Method, args) -> Method:
+    """The several-sources variant of a one-source method (--extra-sources); registered in
+    BY_NAME so its stage 1 is found by name."""
+    suffix = "_plus_" + "_".join(args.extra_sources)
+    name = method.name + suffix
+    if name not in BY_NAME:
+        stage1 = None
+        if method.stage1:
+            stage1 = variant(BY_NAME[method.stage1], args).name
+        BY_NAME[name] = dataclasses.replace(method, name=name, baseline_of=method.name, stage1=stage1,
+                                            extends=method.name, listed=False,
+                                            note=f"{method.name} on --source + {', '.join(args.extra_sources)}")
+    return BY_NAME[name]
+
+
+def source_config(method: Method, args, features: str, count: int) -> Path:
+    """Where the config of a several-sources run (``count`` sources) is: in the work folder,
+    written by :func:`write_source_config` (``prepare``)."""
+    return args.workdir / f"{method.config}{'_sm' if features == 'sm' else ''}-sources{count}.cfg"
+
+
+def write_source_config(method: Method, args, features: str, count: int) -> Path:
+    """Write the config of a several-sources run: the method's study config written by
+    init-config with ``count`` numbered sources (``--source-count``); a pre-train stage is
+    selected on the first source's (--source's) dev set only. Rewritten only when its text
+    changes (a changed piece is picked up, a training reading it never sees half a file)."""
+    from spacy_crossner.init_config import config_text
+
+    choice = study_configs.STUDY_CONFIGS[f"{method.config}{'_sm' if features == 'sm' else ''}"]
+    path = source_config(method, args, features, count)
+    overrides = dict(choice.overrides or {})
+    if choice.setting == "pretrain" and count > 1:
+        overrides["corpora.dev"] = {"@readers": "spacy_crossner.DomainCorpus.v1", "path": "${paths.source_dev_0}",
+                                    "domain": "${vars.source_domain_0}", "max_length": 0, "limit": 0}
+    text = config_text(arch=choice.arch, features=choice.features, setting=choice.setting, output=str(path),
+                       overrides=overrides or None, source_count=count)
+    if not path.exists() or path.read_text(encoding="utf8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_whole(path, text)
+    return path
+
+
 def train_args(method: Method, args, domain: str, seed: int, features: str, out: Path,
                raw_size: Optional[int] = None) -> List[str]:
     """The ``spacy train`` arguments of one run (config, data, seed, convergence settings);
@@ -431,11 +513,20 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
         if method.config == "spacy_ner_sm":
             cmd += ["--paths.ner_source", str(sm_ner_base(args, domain))]
         return cmd + method.extra
-    cmd = [str(config_path(method, args, features)), *common, "--vars.source_domain", source]
+    if several_sources(method) and method.kind != "finetune":
+        sources = sources_of(args, domain)
+        cmd = [str(source_config(method, args, features, len(sources))), *common]
+        for i, name in enumerate(sources):
+            cmd += [f"--paths.source_train_{i}", f"{corpus}/{name}/train.spacy", f"--vars.source_domain_{i}", name]
+        if method.kind == "source":  # a stage 1: selected on --source's dev set
+            cmd += ["--paths.source_dev_0", f"{corpus}/{source}/dev.spacy", "--vars.target_domain", source]
+        src, src_dev = [], []
+    else:
+        cmd = [str(config_path(method, args, features)), *common, "--vars.source_domain", source]
+        src = ["--paths.source_train", f"{corpus}/{source}/train.spacy"]
+        src_dev = ["--paths.source_dev", f"{corpus}/{source}/dev.spacy"]
     target = ["--paths.target_train", f"{corpus}/{domain}/train.spacy",
               "--paths.target_dev", f"{corpus}/{domain}/dev.spacy", "--vars.target_domain", domain]
-    src = ["--paths.source_train", f"{corpus}/{source}/train.spacy"]
-    src_dev = ["--paths.source_dev", f"{corpus}/{source}/dev.spacy"]
     if method.kind == "target":
         cmd += target
     elif method.kind == "dapt":
@@ -445,9 +536,10 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
     elif method.kind in ("source", "zero"):
         cmd += src + src_dev
     elif method.kind == "finetune":
-        cmd += ["--paths.pretrained", str(stage1_model(args, method, seed, features))] + target
+        cmd += ["--paths.pretrained", str(stage1_model(args, method, seed, features, domain))] + target
         if method.init_from:
-            cmd += ["--vars.init_from", source]
+            # several sources: each target tag's rows from the first source that has it
+            cmd += ["--vars.init_from", json.dumps(sources_of(args, domain)) if several_sources(method) else source]
     elif method.kind == "uda":
         cmd += src + src_dev + ["--paths.target_raw", str(raw_text(args, domain, method.name, raw_size)),
                                 "--vars.target_domain", domain]
@@ -500,10 +592,27 @@ def eval_args(method: Method, args, domain: str, model: Path, out: Path, labels:
 
 def planned(args) -> List[Dict]:
     """The runs of the selected rows/methods x features x domains x seeds, in row order; with
-    --with-baselines also the baselines of the selected methods."""
+    --with-baselines also the baselines of the selected methods. With --extra-sources: the
+    several-sources variants of the selected methods that train on sources (their baselines:
+    the one-source methods themselves)."""
     chosen = {m.name for m in METHODS
               if (not args.rows or m.row in args.rows) and (not args.methods or m.name in args.methods)}
-    if getattr(args, "with_baselines", False):
+    extra = getattr(args, "extra_sources", [])
+    plain = set()
+    if extra:
+        able = [m.name for m in METHODS if m.kind in SOURCE_KINDS]
+        sourceless = sorted(n for n in chosen if BY_NAME[n].kind not in SOURCE_KINDS)
+        if args.methods and sourceless:
+            raise SystemExit(f"--extra-sources {' '.join(extra)}: {', '.join(sourceless)} train(s) on no "
+                             f"labelled source; choose --methods among {', '.join(able)}")
+        # of the rows, the methods that train on sources
+        chosen = {n for n in chosen if n in able}
+        if not chosen:
+            raise SystemExit(f"--extra-sources {' '.join(extra)}: the rows {args.rows} have no method that trains "
+                             f"on labelled sources; choose --methods among {', '.join(able)}")
+        if getattr(args, "with_baselines", False):
+            plain = set(chosen)
+    elif getattr(args, "with_baselines", False):
         while True:
             more = {BY_NAME[n].baseline_of for n in chosen if BY_NAME[n].baseline_of} - chosen
             if not more:
@@ -511,19 +620,20 @@ def planned(args) -> List[Dict]:
             chosen |= more
     runs = []
     for method in METHODS:
-        if method.name not in chosen:
-            continue
-        grid = [f for f in method.features if f in PEER_FEATURES]
-        grid += [f for f in args.features if f in method.features and f not in grid]
-        for features in grid:
-            sizes = getattr(args, "raw_sizes", None) if reads_raw(method) else None
-            for size in sizes or [None]:
-                for domain in args.domains:
-                    for seed in args.seeds:
-                        run = {"method": method, "domain": domain, "seed": seed, "features": features}
-                        if size:
-                            run.update(raw_size=size, raw_tag=raw_tag(args, size))
-                        runs.append(run)
+        kinds = ([method] if method.name in plain else []) + ([variant(method, args)] if extra and method.name in chosen
+                                                              else [method] if method.name in chosen else [])
+        for planned_method in kinds:
+            grid = [f for f in method.features if f in PEER_FEATURES]
+            grid += [f for f in args.features if f in method.features and f not in grid]
+            for features in grid:
+                sizes = getattr(args, "raw_sizes", None) if reads_raw(method) else None
+                for size in sizes or [None]:
+                    for domain in args.domains:
+                        for seed in args.seeds:
+                            run = {"method": planned_method, "domain": domain, "seed": seed, "features": features}
+                            if size:
+                                run.update(raw_size=size, raw_tag=raw_tag(args, size))
+                            runs.append(run)
     return runs
 
 
@@ -539,7 +649,7 @@ def needs(run: Dict, args) -> List[Tuple[str, Path]]:
     method, seed, features = run["method"], run["seed"], run["features"]
     out = []
     if method.stage1:
-        work = shared_dir(args, method.stage1, seed, features)
+        work = stage1_dir(args, method, seed, features, run["domain"])
         out.append((f"stage 1 {work.name}", work / "train_meta.json"))
     if run.get("raw_size"):
         work = selection_dir(args, run["domain"], run["raw_size"])
@@ -945,6 +1055,15 @@ def prepare(run: Dict, args, env) -> Dict:
     """Make what the run needs before training; returns the JSON fields that describe it."""
     method, domain, seed, features = run["method"], run["domain"], run["seed"], run["features"]
     extra = {}
+    if several_sources(method):
+        sources = sources_of(args, domain)
+        for name in sources:
+            if not (args.corpus / name / "train.spacy").is_file():
+                raise SystemExit(f"--extra-sources {' '.join(args.extra_sources)}: no {args.corpus / name / 'train.spacy'} "
+                                 f"(source {name!r} of target {domain!r}); convert it into --corpus first")
+        for step in [method] + ([BY_NAME[method.stage1]] if method.stage1 else []):
+            if step.kind != "finetune":
+                write_source_config(step, args, features, len(sources))
     if method.kind.startswith("spacy"):
         write_spacy_config(method, args)
     if method.kind == "spacy_joint":
@@ -956,7 +1075,7 @@ def prepare(run: Dict, args, env) -> Dict:
         extra["sm_pipeline"] = sm_pipeline(args)
     if method.stage1:
         first = BY_NAME[method.stage1]
-        work = shared_dir(args, first.name, seed, features)
+        work = stage1_dir(args, method, seed, features, domain)
         if not (work / "train_meta.json").exists():
             print(f"[study] stage 1: {work.name} for {run_id(run)} ...", flush=True)
         meta = train(first, args, domain, seed, features, work, env)
@@ -964,7 +1083,8 @@ def prepare(run: Dict, args, env) -> Dict:
                            "source_dev_f": round(meta["dev_f"], 2) if meta["dev_f"] is not None else None,
                            "best_step": meta["step"], "last_step": meta["last"],
                            "wall_s": round(meta["wall"], 1), "cpu_s": round(meta["cpu"], 1),
-                           "trained": meta.get("date"), "config": f"configs/{first.config}.cfg", "overrides": meta["targs"][1:]}
+                           "trained": meta.get("date"), "config": meta["targs"][0] if several_sources(first)
+                           else f"configs/{first.config}.cfg", "overrides": meta["targs"][1:]}
     raw_size = run.get("raw_size")
     if raw_size:
         extra["raw_text"] = build_selection(args, domain, raw_size, env)
@@ -1028,7 +1148,10 @@ def execute(run: Dict, args) -> Dict:
         # what the zero-shot rows are compared on: the source's types only
         extra["test_source_types"] = test if args.zero_labels else evaluate(
             method, args, domain, model, work / f"test_metrics_{domain}_source_types.json", env, SOURCE_TYPES)
-    config = targs[0] if method.kind.startswith("spacy") else f"configs/{config_path(method, args, features).name}"
+    config = (targs[0] if method.kind.startswith("spacy") or (several_sources(method) and method.kind != "finetune")
+              else f"configs/{config_path(method, args, features).name}")
+    if several_sources(method):
+        extra["sources"] = sources_of(args, domain)
     stop = stopping(args, method, features)
     return {
         "row": method.row, "method": method.name, "baseline_of": method.baseline_of,
@@ -1105,12 +1228,12 @@ SELECTION = ("--rows", "--methods", "--domains", "--seeds", "--features", "--wit
              "--scheduler", "--max-runs", "--raw-sizes")
 
 
-def common_options(argv: List[str]) -> List[str]:
-    """The command line of ``run`` less the command and the options that select runs."""
+def common_options(argv: List[str], drop: Tuple[str, ...] = SELECTION) -> List[str]:
+    """The command line of ``run`` less the command and the options that select runs (``drop``)."""
     out, skipping = [], False
     for word in argv[1:]:
         if word.startswith("--"):
-            skipping = word.split("=", 1)[0] in SELECTION
+            skipping = word.split("=", 1)[0] in drop
             if skipping:
                 continue
         elif skipping:
@@ -1131,8 +1254,10 @@ def run_on_cluster(args) -> int:
             continue
         if args.max_runs and len(jobs) >= args.max_runs:
             break
-        argv = [sys.executable, str(STUDY_SCRIPT), "run", *common_options(args.argv),
-                "--methods", run["method"].name, "--domains", run["domain"], "--seeds", str(run["seed"]),
+        # a one-source baseline planned beside its several-sources variant runs without them
+        drop = SELECTION if several_sources(run["method"]) else SELECTION + ("--extra-sources",)
+        argv = [sys.executable, str(STUDY_SCRIPT), "run", *common_options(args.argv, drop),
+                "--methods", run["method"].extends or run["method"].name, "--domains", run["domain"], "--seeds", str(run["seed"]),
                 "--features", run["features"], "--workers", "0"]
         if args.raw_sizes:  # a job's own size; a method that reads no raw text ignores the sizes
             argv += ["--raw-sizes", str(run.get("raw_size") or ",".join(map(str, args.raw_sizes)))]
@@ -1273,6 +1398,12 @@ def parse_args(argv=None):
                    help=f"of {', '.join(k for k in FEATURES if k not in PEER_FEATURES)} (wordchar+sm = sm); "
                    "the spaCy peers' own features always run")
     p.add_argument("--source", default="conll2003", help="the labelled source domain")
+    p.add_argument("--extra-sources", nargs="*", default=[],
+                   help="more labelled source domains (folders of --corpus; their train sets only) beside "
+                   "--source, for the joint and pre-train -> fine-tune methods (kinds joint, finetune): each "
+                   "keeps its own labels and head; 'others' = the CrossNER domains other than the target, i.e. "
+                   "CoNLL-2003 + the other four domains' train sets. Runs become methods NAME_plus_<these>, "
+                   "their baseline NAME")
     p.add_argument("--corpus", type=Path, default=ROOT / "project" / "corpus",
                    help="folder of <domain>/{train,dev,test}.spacy")
     p.add_argument("--raw", type=Path, default=ROOT / "project" / "raw",
@@ -1335,7 +1466,7 @@ def parse(argv=None):
     args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     # lists may also be given comma-separated (as the project's vars are)
-    for name in ("rows", "methods", "domains", "seeds", "features", "raw_sizes"):
+    for name in ("rows", "methods", "domains", "seeds", "features", "extra_sources", "raw_sizes"):
         values = [v.strip() for item in getattr(args, name) for v in str(item).split(",") if v.strip()]
         try:
             setattr(args, name, [int(v) for v in values] if name in ("rows", "seeds", "raw_sizes") else values)

@@ -6,7 +6,8 @@ plain keyword-only functions of the library modules, which never import the CLI.
 from ._util import app, fail, full_short_help
 
 from . import (  # noqa: F401,E402  (register the commands)
-    annotate, best, convert, dapt, evaluate, init_config, quantize, report, self_train, vectors,
+    annotate, best, calibrate, convert, dapt, evaluate, init_config, quantize, report, self_train,
+    vectors,
 )
 
 full_short_help(app)

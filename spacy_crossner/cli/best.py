@@ -61,11 +61,12 @@ def best_pipeline_cli(
 ) -> None:
     """Train the best pipeline for your target corpus in one command, from converted corpora.
 
-    The transformer recipe pre-trains the bundled MiniLM tagger on the --source corpora (cached by
-    their contents, config and seed, and reused for other targets and seeds), then fine-tunes it on
-    TARGET with one output layer over the union of labels; --recipe fast trains the word/char
-    BiLSTM-CRF jointly with GloVe vectors instead. Each training stops early on dev F1. Prints the
-    stage it is in and the time left, then dev F1, test F1 and the pipeline's folder."""
+    The transformer recipe pre-trains the bundled MiniLM tagger on all the --source corpora
+    together, each with its own labels (cached by their contents, config and seed, and reused for
+    other targets and seeds), then fine-tunes it on TARGET with one output layer over the union of
+    labels (a tag's rows start from the first --source that has it); --recipe fast trains the
+    word/char BiLSTM-CRF jointly with GloVe vectors instead. Each training stops early on dev F1.
+    Prints the stage it is in and the time left, then dev F1, test F1 and the pipeline's folder."""
     if recipe not in RECIPES:
         fail(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
     budget = Budget(max_steps=max_steps, eval_frequency=eval_frequency, patience=patience,

@@ -4,6 +4,7 @@ from typing import Optional
 
 import typer
 
+from ..calibrate import format_reliability
 from ..evaluate import EvaluationError, evaluate, results_table, summary_table
 from ._util import app, fail
 
@@ -40,7 +41,9 @@ def evaluate_cli(
 
     This is the scorer of spacy_crossner pipelines: docs keep their gold tokens and domain.
     The output JSON has the keys of `spacy evaluate --output` (token_acc, ents_p, ents_r,
-    ents_f, ents_per_type, speed) plus counts and what was scored."""
+    ents_f, ents_per_type, speed) plus counts and what was scored, and the calibration of the
+    entity probabilities: ECE and a reliability table (confidence, accuracy, count per bin)
+    per domain."""
     label_list = [l.strip() for l in labels.split(",") if l.strip()] if labels else None
     if labels is not None and not label_list:
         fail("--labels is empty: give comma-separated entity types")
@@ -53,6 +56,15 @@ def evaluate_cli(
                f"domain {result['domain']}, mode {mode}")
     typer.echo(results_table(result))
     typer.echo(summary_table(result))
+    calibration = result.get("calibration")
+    if calibration is not None:
+        temperatures = calibration["temperatures"]
+        how = ("temperatures " + ", ".join(f"{d} {t:.3g}" for d, t in sorted(temperatures.items()))
+               if temperatures else "uncalibrated")
+        typer.echo(f"Entity probabilities ({how}): reliability per domain")
+        for name, summary in calibration["per_domain"].items():
+            typer.echo(f"{name}:")
+            typer.echo(format_reliability(summary))
     if result.get("note"):
         typer.secho(f"Note: {result['note']}", fg=typer.colors.YELLOW)
     if output is not None:

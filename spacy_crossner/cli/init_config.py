@@ -5,7 +5,8 @@ from typing import Optional
 import typer
 
 from ..init_config import (
-    ARCHS, FEATURES, SCHEDULES, SETTINGS, FineTune, InitConfigError, init_config, parse_overrides,
+    ARCHS, FEATURES, SCHEDULES, SETTINGS, SOURCE_SETTINGS, FineTune, InitConfigError, init_config,
+    parse_overrides,
 )
 from ._util import app, fail
 
@@ -32,6 +33,12 @@ def init_config_cli(
         "wordchar", "--features", "-f", help=f"The input features. {_listing(FEATURES)}."
     ),
     setting: str = typer.Option(..., "--setting", "-s", help=f"The training setting. {_listing(SETTINGS)}."),
+    source_count: Optional[int] = typer.Option(
+        None, "--source-count", "-n", help=f"Train on N labelled source corpora (settings "
+        f"{', '.join(SOURCE_SETTINGS)}), each with its own labels: sections [corpora.train.domains.source_0] "
+        "... read from --paths.source_train_0 ... (pretrain: selected on --paths.source_dev_0 ... together); "
+        "each source's domain is its docs' doc._.domain, or --vars.source_domain_I NAME. Default: one source, "
+        "--paths.source_train. (spaCy's overrides cannot add corpus sections, so the count is chosen here.)"),
     force: bool = typer.Option(False, "--force", "-F", help="Overwrite OUTPUT if it exists."),
     schedule: str = typer.Option(
         "constant", "--schedule", help=f"The learning rate over training. {_listing_text(SCHEDULES)}."
@@ -61,7 +68,7 @@ def init_config_cli(
         fine_tune = FineTune(schedule=schedule, warmup_steps=warmup_steps, head_lr_multiplier=head_lr_multiplier,
                              layer_decay=layer_decay, num_layers=num_layers)
         init_config(output, arch=arch, features=features, setting=setting,
-                    overrides=overrides, force=force, fine_tune=fine_tune)
+                    overrides=overrides, force=force, fine_tune=fine_tune, source_count=source_count)
     except (InitConfigError, OSError) as err:
         fail(str(err))
     if str(output) != "-":

@@ -78,6 +78,10 @@ def self_train_cli(
         0.9, "--min-precision", help="Dev precision the threshold chosen by --threshold-from-dev must reach."
     ),
     mode: str = typer.Option("missing", "--mode", "-m", help=MODE_HELP),
+    missing_as: str = typer.Option(
+        "missing", "--missing-as", help="How the student's loss reads the tokens the pseudo-labels "
+        "leave unannotated: missing (marginalised over every tag) or o (trained as O)."
+    ),
     rounds: int = typer.Option(1, "--rounds", "-r", help="Label + train rounds; each student teaches the next round."),
     pseudo_upsample: float = typer.Option(
         1.0, "--pseudo-upsample", help="upsample of the pseudo-labelled corpus section."
@@ -92,7 +96,7 @@ def self_train_cli(
         overrides = parse_config_overrides(ctx.args)
         summary = self_train(teacher=teacher, config=config, text=text, output_dir=output_dir,
                              domain=domain, threshold=threshold, dev=dev,
-                             min_precision=min_precision, mode=_mode(mode), rounds=rounds,
+                             min_precision=min_precision, mode=_mode(mode), missing_as=missing_as, rounds=rounds,
                              pseudo_upsample=pseudo_upsample, overrides=overrides, gpu_id=gpu_id,
                              batch_size=batch_size)
     except (PseudoLabelError, OSError) as err:

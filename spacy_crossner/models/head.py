@@ -18,8 +18,23 @@ pickles); the component only calls :func:`get_loss` and :func:`decode`.
   decoding is the emitter's own greedy or beam search over the features (the label-aware
   tagger); an entity's probability is the product of the chosen steps' probabilities.
 
+Partial annotation: a gold tag id of -1 inside a labelled doc is a missing tag (the
+component's ``missing_as = "missing"``). The CRF head's loss then marginalises over it
+(log Z of all paths minus log Z of the BIO-valid paths through the observed tags); the softmax
+and autoregressive heads give no loss at that token. The autoregressive (label-aware) emitter
+is teacher-forced with its start / unknown symbol X in place of a missing previous tag, the
+symbol it already reads at the first token: the next step's score is not conditioned on a
+guessed tag.
+
 Entities never start or end on a whitespace token, and ``I-X`` only follows ``B-X``/``I-X``:
 both are constraints of the decoders, not filters afterwards.
+
+The probabilities are calibrated by a temperature per labelled domain, a parameter every head
+reads from ``model.attrs["temperatures"]`` ({domain: T}; the component's ``cfg["temperatures"]``,
+fitted by :mod:`spacy_crossner.calibrate`): the scores they come from are divided by T (a CRF's
+emissions and moves alike: :meth:`~.pytorch_heads.Lattice.tempered`); decoding ranks the
+untempered scores, so the entities do not depend on T. Without temperatures (T = 1) nothing is
+recomputed.
 """
 import functools
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -66,6 +81,8 @@ class Batch(NamedTuple):
     lengths: List[int]
     whitespace: torch.Tensor  # (B', T) bool, on the head's device
     out: List[Optional[Decoded]]  # one slot per doc of the batch, filled by the head
+    # (B',) float64 1/T of each doc's domain (``model.attrs["temperatures"]``); None: all T = 1
+    inverse_temperature: Optional[numpy.ndarray] = None
 
 
 @registry.architectures("spacy_crossner.CRFHead.v1")
@@ -140,7 +157,8 @@ def _no_backprop(d_output):
 
 
 def gold_tensor(gold: Optional[List[Optional[List[int]]]], shape, device) -> Optional[torch.Tensor]:
-    """(B, T) long tensor of gold tag ids, -1 where unknown (raw-text rows all -1)."""
+    """(B, T) long tensor of gold tag ids, -1 where unknown: padding, missing tags of a
+    partially annotated doc, and every token of a raw-text row (gold None)."""
     if gold is None:
         return None
     out = torch.full(shape, -1, dtype=torch.long)
@@ -184,8 +202,9 @@ def get_loss(model: Model, output, gold: Gold) -> Tuple[float, Floats3d]:
 
     model (Model): a crossner architecture.
     output (TaggerOutput): its output for the batch (training mode).
-    gold (List[Optional[List[int]]]): per doc, gold tag ids in its domain's tags, or None for
-        raw text (no NER loss).
+    gold (List[Optional[List[int]]]): per doc, gold tag ids in its domain's tags (-1: a
+        missing tag, marginalised by a CRF head, no loss in a softmax head), or None for raw
+        text (no NER loss).
     RETURNS (Tuple[float, Floats3d]): the loss (summed over tokens, averaged over the
         labelled docs) and d_scores, shaped like ``output.scores``. The head's own parameters
         (CRF transitions) get their gradients here too.
@@ -217,10 +236,33 @@ def decode(model: Model, output, whitespace: Sequence[Sequence[bool]]) -> List[D
         for row, i in enumerate(keep):
             ws[row, : lengths[row]] = numpy.asarray(whitespace[i], dtype=bool)
     ws_t = torch.from_numpy(ws).to(torch_device(head))
-    batch = Batch(keep, [output.domains[i] for i in keep], lengths, ws_t, out)
+    domains = [output.domains[i] for i in keep]
+    batch = Batch(keep, domains, lengths, ws_t, out, inverse_temperature(model, domains))
     with torch.no_grad():
         head.attrs["decode"](model, head, output, batch)
     return _filled(out)
+
+
+def inverse_temperature(model: Model, domains: Sequence[str]) -> Optional[numpy.ndarray]:
+    """Per doc, 1/T of its labelled domain's temperature (``model.attrs["temperatures"]``,
+    {domain: T}, set by the component from its ``cfg["temperatures"]``; a domain without one
+    has T = 1), or None when every T is 1: the probabilities are then computed exactly as
+    without calibration. The temperature divides the scores the probabilities come from, never
+    the ones decoding ranks (:mod:`spacy_crossner.calibrate`)."""
+    temperatures = model.attrs.get("temperatures") or {}
+    values = numpy.array([float(temperatures.get(d, 1.0)) for d in domains], dtype="float64")
+    if not len(values) or bool((values == 1.0).all()):
+        return None
+    return 1.0 / values
+
+
+def _tempered_logp(logp: torch.Tensor, inverse: Optional[numpy.ndarray]) -> torch.Tensor:
+    """(B, T, K) log-probabilities at each doc's temperature: log_softmax(logits / T) equals
+    log_softmax(log_softmax(logits) / T), so the untempered log-probabilities suffice."""
+    if inverse is None:
+        return logp
+    inv = torch.from_numpy(inverse).to(device=logp.device, dtype=logp.dtype)
+    return torch.log_softmax(logp * inv[:, None, None], dim=-1)
 
 
 def _kept_scores(model: Model, output, batch: Batch) -> Floats3d:
@@ -245,7 +287,11 @@ def decode_autoregressive(model: Model, head: Model, output, batch: Batch) -> No
         tag_ids, path_logits = emitter.decode(X, lengths_t, batch.domains, whitespace=batch.whitespace)
     finally:
         emitter.train(was_training)
-    logp = [torch.log_softmax(p, dim=-1).cpu().numpy() for p in path_logits]
+    inverse = batch.inverse_temperature
+    logp = [
+        torch.log_softmax(p if inverse is None else p * float(inverse[row]), dim=-1).cpu().numpy()
+        for row, p in enumerate(path_logits)
+    ]
     for row, i in enumerate(batch.keep):
         batch.out[i] = _with_token_probs(domain_tags[batch.domains[row]], tag_ids[row], logp[row])
 
@@ -257,7 +303,7 @@ def decode_softmax(model: Model, head: Model, output, batch: Batch) -> None:
         HeadInput(_kept_scores(model, output, batch), batch.lengths, batch.domains, None, batch.whitespace)
     )
     tags = tags_t.cpu().numpy()
-    logp = extra["logp"].cpu().numpy()
+    logp = _tempered_logp(extra["logp"], batch.inverse_temperature).cpu().numpy()
     for row, i in enumerate(batch.keep):
         ids = tags[row, : batch.lengths[row]].tolist()
         batch.out[i] = _with_token_probs(domain_tags[batch.domains[row]], ids, logp[row])
@@ -290,7 +336,10 @@ def decode_crf(model: Model, head: Model, output, batch: Batch) -> None:
         columns = numpy.stack(
             [table.rows, table.starts, table.ends, begin_of[domain_of, first], inside_of[domain_of, first]]
         )
-        log_probs = extra["lattice"].span_log_probs(*torch.from_numpy(columns).to(device))
+        lattice = extra["lattice"]
+        if batch.inverse_temperature is not None:  # Viterbi's path is kept; marginals at T
+            lattice = lattice.tempered(torch.from_numpy(batch.inverse_temperature))
+        log_probs = lattice.span_log_probs(*torch.from_numpy(columns).to(device))
         probs = numpy.minimum(1.0, numpy.exp(log_probs.cpu().numpy()))
     spans = table.per_doc(len(batch.keep))
     probs = probs.tolist()

@@ -252,13 +252,25 @@ class ConstrainedCRF(nn.Module):
     ) -> torch.Tensor:
         """Log-likelihood of the tags (pytorch-crf's ``forward``, batch first).
 
-        emissions (B, T, K); tags (B, T) long; mask (B, T) bool, each row a prefix of at least
-        one token (default: all). reduction: "sum" (a scalar) or "none" (B,).
+        A tag of -1 inside a sequence is missing (partial annotation): the likelihood of a row
+        with missing tags is that of every path agreeing with its observed tags,
+        log Z(consistent paths) - log Z(all paths) (:meth:`Lattice.observed_log_partition`),
+        so a missing token may take any tag the BIO moves allow; a row with every tag missing
+        has likelihood 0. Rows without missing tags are scored as before (the gold path's
+        score), so fully annotated data trains exactly as it did.
+
+        emissions (B, T, K); tags (B, T) long, -1 = missing; mask (B, T) bool, each row a
+        prefix of at least one token (default: all). reduction: "sum" (a scalar) or "none" (B,).
         """
         if reduction not in ("sum", "none"):
             raise ValueError(f"reduction must be 'sum' or 'none', not {reduction!r}")
         lattice = self.lattice(emissions, mask)
-        llh = lattice.path_scores(tags) - lattice.log_partition()
+        numerator = lattice.path_scores(tags)
+        live = torch.ones_like(tags, dtype=torch.bool) if mask is None else mask.to(tags.device)
+        partial = ((tags < 0) & live).any(dim=1)
+        if bool(partial.any()):  # one host sync; fully annotated batches skip the second pass
+            numerator = torch.where(partial, lattice.observed_log_partition(tags), numerator)
+        llh = numerator - lattice.log_partition()
         return llh.sum() if reduction == "sum" else llh
 
     def log_partition(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -670,6 +682,22 @@ class Lattice:
             pick(self.whitespace)[:, :T], pick(self.is_inside), pick(self.group), self.bio,
         )
 
+    def tempered(self, inverse_temperature: torch.Tensor) -> "Lattice":
+        """The lattice of the tempered distribution p_T(y) ∝ exp(score(y) / T): every emission
+        and every move (start, transition, end) of doc b times ``inverse_temperature[b]`` = 1/T
+        (a positive (B,) tensor). Scaling all the scores of a path keeps its rank, so the
+        tempered lattice has the same Viterbi path; only its marginals change (T > 1 flattens
+        them). Forbidden moves stay -inf. Docs of a group with different temperatures get
+        transition tables of their own."""
+        inv = inverse_temperature.to(device=self.emissions.device, dtype=self.emissions.dtype)
+        pairs = torch.stack([self.group.to(inv.dtype), inv], dim=1)
+        groups, group = torch.unique(pairs, dim=0, return_inverse=True)
+        trans = self.group_trans.index_select(0, groups[:, 0].long()) * groups[:, 1, None, None]
+        return Lattice(
+            self.emissions * inv[:, None, None], self.lengths, self.start * inv[:, None], trans,
+            self.end * inv[:, None], self.whitespace, self.is_inside, group, self.bio,
+        )
+
     @torch.no_grad()
     def span_log_probs(
         self, rows: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
@@ -741,6 +769,29 @@ class Lattice:
             step = torch.logsumexp(score[:, :, None] + moves + E[:, t, None, :], dim=1)
             score = torch.where(live[:, t, None], step, score)
         return torch.logsumexp(score + self.end, dim=1)
+
+    def observed_log_partition(self, tags: torch.Tensor) -> torch.Tensor:
+        """(B,) log of the summed scores of the paths that agree with ``tags`` wherever it is
+        >= 0 (tags (B, T) long; -1 = missing: any tag the moves allow there), differentiable:
+        :meth:`log_partition` with every tag but the observed one shut at observed positions.
+
+        Shut tags get a finite score far below any path's (a quarter of the dtype's lowest:
+        at most two are ever summed, see below), not -inf: a step whose every entry is -inf
+        gives logsumexp a NaN gradient. A forward entry holds at most one shut emission (its
+        best predecessor is the observed tag, whose emission is open), so a sum in a step
+        holds at most two and stays finite; their mass, exp(-1e37), is exactly 0. With no
+        tag missing this is the gold path's score (:meth:`path_scores`) up to rounding."""
+        E = self.emissions
+        K = E.shape[2]
+        observed = (tags >= 0)[:, :, None]
+        agree = torch.nn.functional.one_hot(tags.clamp(min=0), K).bool()
+        shut = observed & ~agree  # (B, T, K)
+        off = torch.finfo(E.dtype).min / 4
+        consistent = Lattice(
+            E.masked_fill(shut, off), self.lengths, self.start, self.group_trans, self.end,
+            self.whitespace, self.is_inside, self.group, self.bio,
+        )
+        return consistent.log_partition()
 
     def path_scores(self, tags: torch.Tensor) -> torch.Tensor:
         """(B,) score of each doc's tag sequence (tags (B, T) long; entries past a doc's
@@ -981,7 +1032,9 @@ class CRFHead(DomainHead):
         """Summed negative log-likelihood of the gold tags, divided by the labelled docs.
 
         emissions (B, T, K); lengths (B,); gold (B, T) tag ids, a row of -1 for a doc without
-        annotation (no loss).
+        annotation (no loss); -1 at some tokens of a doc: their tags are missing, and the
+        likelihood is that of every BIO-valid path through the observed tags
+        (:meth:`ConstrainedCRF.forward`).
         """
         labelled = (gold >= 0).any(dim=1).tolist()  # one host copy, not one sync per doc
         n_docs = max(sum(labelled), 1)
@@ -994,9 +1047,8 @@ class CRFHead(DomainHead):
                 continue
             idx = torch.tensor(rows, device=emissions.device)
             crf = self.get(domain)
-            loss = loss - crf(
-                emissions[idx, :, : crf.num_tags], gold[idx].clamp(min=0), mask=mask[idx], reduction="sum"
-            )
+            # gold -1 inside a doc is a missing tag: the CRF marginalises over it
+            loss = loss - crf(emissions[idx, :, : crf.num_tags], gold[idx], mask=mask[idx], reduction="sum")
         return loss / n_docs
 
     def lattice(self, emissions, lengths, domains, whitespace) -> Lattice:
@@ -1044,14 +1096,15 @@ class SoftmaxHead(DomainHead):
     def loss(
         self, emissions: torch.Tensor, lengths: torch.Tensor, domains: List[str], gold: torch.Tensor
     ) -> torch.Tensor:
-        """Summed token cross-entropy of the gold tags, divided by the labelled docs."""
+        """Summed token cross-entropy of the gold tags, divided by the labelled docs; a token
+        whose gold is -1 (missing, or a doc without annotation) gives no loss."""
         B, T, K = emissions.shape
         labelled = (gold >= 0).any(dim=1)
         n_docs = max(int(labelled.sum()), 1)
         _, _, valid, _, _, _ = self.moves(domains, K, emissions.device)
         logp = torch.log_softmax(emissions.masked_fill(~valid[:, None, :], NEG_INF), dim=-1)
         positions = torch.arange(T, device=emissions.device)
-        mask = (positions[None, :] < lengths.to(emissions.device)[:, None]) & labelled[:, None]
+        mask = (positions[None, :] < lengths.to(emissions.device)[:, None]) & (gold >= 0)
         nll = -logp.gather(2, gold.clamp(min=0)[:, :, None])[:, :, 0]
         return nll.masked_fill(~mask, 0.0).sum() / n_docs
 
