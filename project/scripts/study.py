@@ -79,6 +79,19 @@ run (bilstm_target, bilstm_joint, multi_cell_sda on AI; inputs none/glove/sm = f
 wordchar/wordchar+glove/sm; the configs' max_steps, eval_frequency and patience = the study's) into
 study JSONs, each naming the run in ``adopted_from`` (no second training of the same thing).
 
+Selected in-domain text (issue 47 part 3): with ``--raw-sizes 20000 100000 500000 --raw-source
+select:PATH`` the methods that read the target's raw text (rows 4 and 5's UDA runs, row 8's DAPT)
+run once per size, on the target's own train+dev text (``--raw``, as without the option) plus the
+sentences ``python -m spacy_crossner select-corpus`` ranks best in the general corpus PATH (a
+text/JSONL file, or a folder of them, read as one corpus) until they hold that many word tokens:
+scorer ``--raw-scorer`` (lexical or minilm), the target's train+dev as the query, its dev and
+test sentences excluded. The text is selected once per domain and size into ``--workdir`` and
+shared by the seeds and methods (a lock as for DAPT). Such a run is another result:
+``METHOD-DOMAIN-FEATURES-sSEED-sel_SOURCE_SCORER_SIZE.json``, with ``raw_text`` (source, scorer,
+size, tokens, SHA-256 of the text read); the other methods of the rows are planned as without the
+option (they read no raw text). ``report.py study`` keeps these runs out of the main tables and
+plots F1 against the size of the text in study_raw_size.md.
+
 The report (project/study/study.md, study_summary.md, study_f1.png) is written by the project's
 one report generator: ``python project/scripts/report.py study``.
 """
@@ -86,7 +99,9 @@ import argparse
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import importlib.util
+import re
 import json
 import os
 import resource
@@ -357,16 +372,50 @@ def dapt_settings(args) -> Dict:
             "learning_rate": args.dapt_lr, "max_length": args.dapt_max_length, "seed": args.dapt_seed}
 
 
-def dapt_dir(args, domain: str, masking: str) -> Path:
-    """The DAPT encoder of a domain and masking: shared by the seeds, named by its settings."""
+def dapt_dir(args, domain: str, masking: str, raw_size: Optional[int] = None) -> Path:
+    """The DAPT encoder of a domain and masking: shared by the seeds, named by its settings (and,
+    on selected text, by the text's source, scorer and size)."""
     s = dapt_settings(args)
     tag = (f"e{s['epochs']:g}-n{s['max_steps']}-b{s['batch_size']}-lr{s['learning_rate']:g}"
            f"-L{s['max_length']}-s{s['seed']}")
+    if raw_size:
+        tag += f"-{raw_tag(args, raw_size)}"
     return args.workdir / f"dapt_{masking}-{domain}-{tag}"
 
 
-def raw_text(args, domain: str, who: str) -> Path:
-    """The domain's raw text file in ``--raw`` (the UDA rows and DAPT read it), or a clear stop."""
+def reads_raw(method: Method) -> bool:
+    """Whether a method reads the target's raw text (``--raw``, or the selected text of a size)."""
+    return method.kind in ("uda", "dapt")
+
+
+def raw_source_path(args) -> Path:
+    """The general corpus of ``--raw-source select:PATH``."""
+    return Path(args.raw_source.split(":", 1)[1])
+
+
+def raw_source_name(args) -> str:
+    """The general corpus's name in run ids: its file's stem or folder's name, letters and digits."""
+    path = raw_source_path(args)  # from the name alone: a plan names the same runs on every machine
+    name = path.stem if path.suffix.lower() in GENERAL_SUFFIXES else path.name
+    return re.sub(r"[^A-Za-z0-9]+", "", name) or "corpus"
+
+
+def raw_tag(args, size: int) -> str:
+    """What names the selected text of a size in run ids and work folders: source, scorer, size
+    (``sel_raw_lexical_20000``)."""
+    return f"sel_{raw_source_name(args)}_{args.raw_scorer}_{size}"
+
+
+def selection_dir(args, domain: str, size: int) -> Path:
+    """The selected text of a domain and size: shared by the seeds and methods."""
+    return args.workdir / f"raw-{domain}-{raw_tag(args, size)}"
+
+
+def raw_text(args, domain: str, who: str, raw_size: Optional[int] = None) -> Path:
+    """The domain's raw text file in ``--raw`` (the UDA rows and DAPT read it), or a clear stop;
+    with ``raw_size``, that text plus the selected text of the size (made by ``build_selection``)."""
+    if raw_size:
+        return selection_dir(args, domain, raw_size) / "raw.txt"
     path = Path(args.raw) / f"{domain}.txt"
     if not path.exists():
         raise SystemExit(f"--raw: {who} needs {path} (python -m spacy_crossner raw-text "
@@ -442,10 +491,12 @@ def write_source_config(method: Method, args, features: str, count: int) -> Path
     return path
 
 
-def train_args(method: Method, args, domain: str, seed: int, features: str, out: Path) -> List[str]:
-    """The ``spacy train`` arguments of one run (config, data, seed, convergence settings).
-    Pure: the files a run needs first (generated configs, stage-1 and DAPT models) are made by
-    ``prepare``."""
+def train_args(method: Method, args, domain: str, seed: int, features: str, out: Path,
+               raw_size: Optional[int] = None) -> List[str]:
+    """The ``spacy train`` arguments of one run (config, data, seed, convergence settings);
+    ``raw_size``: the run reads the selected text of that size as the target's raw text.
+    Pure: the files a run needs first (generated configs, stage-1 and DAPT models, selected
+    text) are made by ``prepare``."""
     corpus = args.corpus
     source = args.source
     stop = stopping(args, method, features)
@@ -479,7 +530,7 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
     if method.kind == "target":
         cmd += target
     elif method.kind == "dapt":
-        cmd += target + ["--paths.transformer", str(dapt_dir(args, domain, method.masking))]
+        cmd += target + ["--paths.transformer", str(dapt_dir(args, domain, method.masking, raw_size))]
     elif method.kind == "joint":
         cmd += src + target + ["--vars.target_upsample", str(args.target_upsample)]
     elif method.kind in ("source", "zero"):
@@ -490,7 +541,7 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
             # several sources: each target tag's rows from the first source that has it
             cmd += ["--vars.init_from", json.dumps(sources_of(args, domain)) if several_sources(method) else source]
     elif method.kind == "uda":
-        cmd += src + src_dev + ["--paths.target_raw", str(raw_text(args, domain, method.name)),
+        cmd += src + src_dev + ["--paths.target_raw", str(raw_text(args, domain, method.name, raw_size)),
                                 "--vars.target_domain", domain]
         if method.name == "multi_cell_uda":
             if not Path(args.dictionary).is_dir():
@@ -575,14 +626,22 @@ def planned(args) -> List[Dict]:
             grid = [f for f in method.features if f in PEER_FEATURES]
             grid += [f for f in args.features if f in method.features and f not in grid]
             for features in grid:
-                for domain in args.domains:
-                    for seed in args.seeds:
-                        runs.append({"method": planned_method, "domain": domain, "seed": seed, "features": features})
+                sizes = getattr(args, "raw_sizes", None) if reads_raw(method) else None
+                for size in sizes or [None]:
+                    for domain in args.domains:
+                        for seed in args.seeds:
+                            run = {"method": planned_method, "domain": domain, "seed": seed, "features": features}
+                            if size:
+                                run.update(raw_size=size, raw_tag=raw_tag(args, size))
+                            runs.append(run)
     return runs
 
 
 def run_id(run: Dict) -> str:
-    return f"{run['method'].name}-{run['domain']}-{run['features']}-s{run['seed']}"
+    """The run's name (its result JSON and work folder); a run on selected text adds the text's
+    tag, so it is never taken for the run on the target's own text."""
+    name = f"{run['method'].name}-{run['domain']}-{run['features']}-s{run['seed']}"
+    return f"{name}-{run['raw_tag']}" if run.get("raw_size") else name
 
 
 def needs(run: Dict, args) -> List[Tuple[str, Path]]:
@@ -592,8 +651,11 @@ def needs(run: Dict, args) -> List[Tuple[str, Path]]:
     if method.stage1:
         work = stage1_dir(args, method, seed, features, run["domain"])
         out.append((f"stage 1 {work.name}", work / "train_meta.json"))
+    if run.get("raw_size"):
+        work = selection_dir(args, run["domain"], run["raw_size"])
+        out.append((f"selected text {work.name}", work / "selection.json"))
     if method.kind == "dapt":
-        work = dapt_dir(args, run["domain"], method.masking)
+        work = dapt_dir(args, run["domain"], method.masking, run.get("raw_size"))
         out.append((f"DAPT {work.name}", work.parent / f"{work.name}.json"))
     return out
 
@@ -713,10 +775,11 @@ def trained_alike(meta_path: Path, targs: List[str]) -> Dict:
     return meta
 
 
-def train(method: Method, args, domain: str, seed: int, features: str, work: Path, env) -> Dict:
+def train(method: Method, args, domain: str, seed: int, features: str, work: Path, env,
+          raw_size: Optional[int] = None) -> Dict:
     """Train once (a model trained on the source only is shared by every target domain)."""
     meta_path = work / "train_meta.json"
-    targs = train_args(method, args, domain, seed, features, work)
+    targs = train_args(method, args, domain, seed, features, work, raw_size)
     if meta_path.exists():
         return trained_alike(meta_path, targs)
     with work_lock(work):
@@ -831,14 +894,15 @@ def make_sm_ner_base(args, domain: str) -> Dict:
     return info
 
 
-def run_dapt(args, domain: str, masking: str, env) -> Dict:
-    """DAPT of the bundled MiniLM on the domain's raw train+dev text (``--raw``), once per domain
-    and masking; the encoder is shared by the seeds' fine-tuning runs."""
-    out = dapt_dir(args, domain, masking)
+def run_dapt(args, domain: str, masking: str, env, raw_size: Optional[int] = None) -> Dict:
+    """DAPT of the bundled MiniLM on the domain's raw train+dev text (``--raw``; with
+    ``raw_size``, plus the selected text of that size), once per domain, masking and text; the
+    encoder is shared by the seeds' fine-tuning runs."""
+    out = dapt_dir(args, domain, masking, raw_size)
     meta_path = out.parent / f"{out.name}.json"
     if meta_path.exists():
         return json.loads(meta_path.read_text())
-    corpus = raw_text(args, domain, "DAPT")
+    corpus = raw_text(args, domain, "DAPT", raw_size)
     with work_lock(out):
         if meta_path.exists():
             return json.loads(meta_path.read_text())
@@ -864,6 +928,125 @@ def run_dapt(args, domain: str, masking: str, env) -> Dict:
                 "probability": summary.get("probability"), "loss_before": summary.get("loss_before"),
                 "loss_after": summary.get("loss_after"), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                 "command": " ".join(shlex.quote(c) for c in ["python", *cmd[1:]])}
+        meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
+    return meta
+
+
+GENERAL_SUFFIXES = (".txt", ".jsonl", ".ndjson", ".json")
+# a JSONL record of a general corpus may hold a whole document (a State of the Union address is
+# one line of 100K+ characters): the longest line read from it
+GENERAL_MAX_LINE_CHARS = 20_000_000
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def general_corpus(args) -> Path:
+    """The general corpus of ``--raw-source select:PATH`` as one file for ``select-corpus``: PATH
+    itself when it is a file; for a folder, its text and JSONL files (sorted by name; JSONL: the
+    ``text`` field) written once into the work folder as plain text, a paragraph a line, so the
+    ranking keeps the best of all of them."""
+    path = raw_source_path(args)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise SystemExit(f"--raw-source: {path} is neither a file nor a folder (give select:PATH, PATH a "
+                         "raw-text or JSONL corpus or a folder of them)")
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in GENERAL_SUFFIXES)
+    if not files:
+        raise SystemExit(f"--raw-source: {path} holds no {', '.join(GENERAL_SUFFIXES)} file")
+    out = args.workdir / f"general-{raw_source_name(args)}.txt"
+    listing = out.with_suffix(".files.json")
+    wanted = [{"file": str(f), "bytes": f.stat().st_size} for f in files]
+    if out.exists() and listing.exists() and json.loads(listing.read_text()) == wanted:
+        return out
+    from spacy_crossner.dapt.corpus import DaptInputError, iter_corpus_texts
+
+    with work_lock(out):
+        if out.exists() and listing.exists() and json.loads(listing.read_text()) == wanted:
+            return out
+        part = out.with_name(f".{out.name}.{os.getpid()}.part")
+        try:
+            with part.open("w", encoding="utf8") as f:
+                for file in files:
+                    for _, text in iter_corpus_texts(file, max_line_chars=GENERAL_MAX_LINE_CHARS):
+                        for line in text.splitlines():
+                            if line.strip():
+                                f.write(line.strip() + "\n")
+        except DaptInputError as err:
+            part.unlink(missing_ok=True)
+            raise SystemExit(f"--raw-source: {err}")
+        os.replace(part, out)
+        listing.write_text(json.dumps(wanted), encoding="utf8")
+    return out
+
+
+def count_text(path: Path) -> Tuple[int, int]:
+    """(non-empty lines, whitespace tokens) of a text file."""
+    lines = tokens = 0
+    with path.open(encoding="utf8") as f:
+        for line in f:
+            if line.strip():
+                lines += 1
+                tokens += len(line.split())
+    return lines, tokens
+
+
+def build_selection(args, domain: str, size: int, env) -> Dict:
+    """The target's raw text of a size: its own train+dev text (``--raw``) and the general
+    corpus's sentences most like its train+dev (``select-corpus``, ``--raw-scorer``, best first
+    until ``size`` word tokens; its dev and test sentences excluded). Made once per domain and
+    size; returns what the result JSON says of it (``raw_text``)."""
+    out = selection_dir(args, domain, size)
+    meta_path = out / "selection.json"
+    if meta_path.exists():
+        return json.loads(meta_path.read_text())
+    own = raw_text(args, domain, "--raw-sizes")
+    labelled = {split: args.corpus / domain / f"{split}.spacy" for split in ("train", "dev", "test")}
+    missing = [str(p) for p in labelled.values() if not p.exists()]
+    if missing:
+        raise SystemExit(f"--corpus: selecting text for {domain} needs {', '.join(missing)} (the query is "
+                         "the target's train+dev, its dev and test are excluded)")
+    general = general_corpus(args)
+    with work_lock(out):
+        if meta_path.exists():
+            return json.loads(meta_path.read_text())
+        out.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "spacy_crossner", "select-corpus", str(general), str(out / "select"),
+               "--scorer", args.raw_scorer, "--top-tokens", str(size),
+               "--target", str(labelled["train"]), "--target", str(labelled["dev"]),
+               "--exclude", str(labelled["dev"]), "--exclude", str(labelled["test"]),
+               "--max-line-chars", str(GENERAL_MAX_LINE_CHARS), "--no-progress", "--threads", str(args.threads)]
+        if args.raw_scorer == "minilm":
+            cmd += ["--gpu-id", str(args.gpu_id)]
+        log = out / "select.log"
+        proc, wall, cpu = timed(cmd, env, log)
+        if proc.returncode != 0:
+            raise RuntimeError(f"select-corpus for {out.name} failed, {exit_reason(proc.returncode)} (log: {log})")
+        selected = out / "select" / "selected.txt"
+        text = out / "raw.txt"
+        part = text.with_name(f".{text.name}.{os.getpid()}.part")
+        with part.open("w", encoding="utf8") as f:
+            for source in (own, selected):
+                with source.open(encoding="utf8") as lines:
+                    for line in lines:
+                        if line.strip():
+                            f.write(line.rstrip("\n") + "\n")
+        os.replace(part, text)
+        own_lines, own_tokens = count_text(own)
+        sel_lines, sel_tokens = count_text(selected)
+        lines, tokens = count_text(text)
+        meta = {"source": args.raw_source, "general_corpus": rel(general), "general_sha256": sha256(general),
+                "scorer": args.raw_scorer, "size": size, "selected_lines": sel_lines, "selected_tokens": sel_tokens,
+                "own_text": rel(own), "own_lines": own_lines, "own_tokens": own_tokens,
+                "lines": lines, "tokens": tokens, "path": str(text), "sha256": sha256(text),
+                "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                "command": " ".join(shlex.quote(c) for c in ["python", *cmd[1:]]), "date": utc_now()}
         meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
     return meta
 
@@ -902,10 +1085,13 @@ def prepare(run: Dict, args, env) -> Dict:
                            "wall_s": round(meta["wall"], 1), "cpu_s": round(meta["cpu"], 1),
                            "trained": meta.get("date"), "config": meta["targs"][0] if several_sources(first)
                            else f"configs/{first.config}.cfg", "overrides": meta["targs"][1:]}
+    raw_size = run.get("raw_size")
+    if raw_size:
+        extra["raw_text"] = build_selection(args, domain, raw_size, env)
     if method.kind == "dapt":
-        if not dapt_dir(args, domain, method.masking).joinpath("dapt_summary.json").exists():
-            print(f"[study] DAPT ({method.masking}) on {args.raw}/{domain}.txt ...", flush=True)
-        extra["dapt"] = run_dapt(args, domain, method.masking, env)
+        if not dapt_dir(args, domain, method.masking, raw_size).joinpath("dapt_summary.json").exists():
+            print(f"[study] DAPT ({method.masking}) on {raw_text(args, domain, 'DAPT', raw_size)} ...", flush=True)
+        extra["dapt"] = run_dapt(args, domain, method.masking, env, raw_size)
     return extra
 
 
@@ -953,7 +1139,7 @@ def execute(run: Dict, args) -> Dict:
     env = environment(args)
     extra = prepare(run, args, env)
     work = work_dir(run, args)
-    meta = train(method, args, domain, seed, features, work, env)
+    meta = train(method, args, domain, seed, features, work, env, raw_size=run.get("raw_size"))
     targs, dev_f, step, last = meta["targs"], meta["dev_f"], meta["step"], meta["last"]
     wall, cpu, load_before = meta["wall"], meta["cpu"], meta["load"]
     model = work / method.keep
@@ -1039,7 +1225,7 @@ def cmd_run(args) -> int:
 STUDY_SCRIPT = Path(__file__).resolve()
 # the options that select runs: a job's command line gives its own
 SELECTION = ("--rows", "--methods", "--domains", "--seeds", "--features", "--with-baselines", "--workers",
-             "--scheduler", "--max-runs")
+             "--scheduler", "--max-runs", "--raw-sizes")
 
 
 def common_options(argv: List[str], drop: Tuple[str, ...] = SELECTION) -> List[str]:
@@ -1073,6 +1259,8 @@ def run_on_cluster(args) -> int:
         argv = [sys.executable, str(STUDY_SCRIPT), "run", *common_options(args.argv, drop),
                 "--methods", run["method"].extends or run["method"].name, "--domains", run["domain"], "--seeds", str(run["seed"]),
                 "--features", run["features"], "--workers", "0"]
+        if args.raw_sizes:  # a job's own size; a method that reads no raw text ignores the sizes
+            argv += ["--raw-sizes", str(run.get("raw_size") or ",".join(map(str, args.raw_sizes)))]
         log = args.workdir.resolve() / "logs" / f"{run_id(run)}.log"
         jobs.append(Job(run_id(run), argv, str(log), cwd=os.getcwd()))
     if not jobs:
@@ -1220,6 +1408,15 @@ def parse_args(argv=None):
                    help="folder of <domain>/{train,dev,test}.spacy")
     p.add_argument("--raw", type=Path, default=ROOT / "project" / "raw",
                    help="folder of <domain>.txt raw text (UDA rows, DAPT)")
+    p.add_argument("--raw-sizes", nargs="*", default=[],
+                   help="run the methods that read the target's raw text (UDA rows 4 and 5, DAPT row 8) once "
+                   "per size, on the target's --raw text plus this many word tokens of text selected from "
+                   "--raw-source (e.g. 20000 100000 500000); the other methods as without it")
+    p.add_argument("--raw-source", default="",
+                   help="with --raw-sizes: select:PATH, the general corpus (a text or JSONL file, or a folder "
+                   "of them, e.g. select:../shared/data/raw) that `spacy_crossner select-corpus` ranks")
+    p.add_argument("--raw-scorer", default="lexical", choices=["lexical", "minilm"],
+                   help="with --raw-sizes: select-corpus's --scorer (TF-IDF cosine, or MiniLM sentence embeddings)")
     p.add_argument("--dictionary", type=Path, default=ROOT / "project" / "assets" / "dictionaries" / "conll2003",
                    help="entity dictionary of multi_cell_uda")
     p.add_argument("--vectors", type=Path, default=None, help="spaCy vectors dir (wordchar+glove)")
@@ -1269,10 +1466,10 @@ def parse(argv=None):
     args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     # lists may also be given comma-separated (as the project's vars are)
-    for name in ("rows", "methods", "domains", "seeds", "features", "extra_sources"):
+    for name in ("rows", "methods", "domains", "seeds", "features", "extra_sources", "raw_sizes"):
         values = [v.strip() for item in getattr(args, name) for v in str(item).split(",") if v.strip()]
         try:
-            setattr(args, name, [int(v) for v in values] if name in ("rows", "seeds") else values)
+            setattr(args, name, [int(v) for v in values] if name in ("rows", "seeds", "raw_sizes") else values)
         except ValueError:
             raise SystemExit(f"--{name}: integers expected, got {values}")
     args.features = list(dict.fromkeys(FEATURE_ALIASES.get(f, f) for f in args.features))
@@ -1287,6 +1484,16 @@ def parse(argv=None):
         raise SystemExit(f"--rows: unknown {unknown}; rows are 1-9")
     if args.sm_pipeline == "":
         args.sm_pipeline = None
+    if any(size <= 0 for size in args.raw_sizes):
+        raise SystemExit(f"--raw-sizes: word-token counts above 0 expected, got {args.raw_sizes}")
+    args.raw_sizes = list(dict.fromkeys(args.raw_sizes))
+    if args.raw_sizes and not args.raw_source.startswith("select:"):
+        raise SystemExit("--raw-sizes needs --raw-source select:PATH, the general corpus to select the text from "
+                         f"(got {args.raw_source!r})")
+    if args.raw_source and not args.raw_sizes:
+        raise SystemExit("--raw-source is only read with --raw-sizes (the sizes of selected text, in word tokens)")
+    if args.raw_source and not args.raw_source.split(":", 1)[1]:
+        raise SystemExit("--raw-source select:PATH: PATH is empty")
     return args
 
 

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# One lent GPU window (15 minutes of device time, an H200 or H100 with 16 cores), prepared so that
+# each device call is one command of at most 10 minutes. From the repository root:
+#
+#   CORPUS=DIR RAW=DIR GENERAL=DIR bash benchmarks/gpu_session.sh train [DEADLINE_S]   # call 1
+#   bash benchmarks/gpu_session.sh int8                                                # call 2, if time is left
+#   DRY_RUN=1 CORPUS=c RAW=r GENERAL=g bash benchmarks/gpu_session.sh train             # print the commands
+#
+# CORPUS: `python -m spacy_crossner convert` output, <domain>/{train,dev,test}.spacy for
+# conll2003 and the five CrossNER domains; RAW: <domain>.txt, each domain's train+dev text
+# (`raw-text`), conll2003 included; GENERAL: the general corpora of issue 47 (../shared/data/raw:
+# Wikipedia vital-article leads and the State of the Union addresses, JSONL). The packages must be
+# importable first (benchmarks/results/gpu.md, "How it was run").
+#
+# train: what needs a GPU, in this order, 12 trainings at once (benchmarks/results/gpu.md: twelve
+# MiniLM trainings at once kept an H200 at 98-99 % and finished in 5-8 minutes), each one
+# `project/scripts/study.py run --workers 0` with the study's protocol (eval every 100 steps,
+# patience 400, --gpu-id 0), until DEADLINE_S (default 510) seconds have passed:
+#   1. issue 45 item 3: trf_finetune ai s555 again (compare with project/study/results'); its
+#      stage 1, trf_source s555 on CoNLL-2003, is shared by every trf_finetune run below;
+#   2. issue 47 part 3 screen: dapt_span and dapt_token on ai and music, seeds 555 (the four DAPT
+#      encoders are trained by these) and then 666, on the target's train+dev text plus 100,000
+#      tokens selected from GENERAL (select-corpus, lexical scorer); their baseline trf_target on
+#      ai/music x 555/666 is in the study already;
+#   3. issue 50: trf_target and trf_finetune on the five domains, s555: the pipelines `int8` measures.
+# 1 and 3 write into rerun/ (checks and pipelines, not new study results: those seeds are in the
+# study already); 2 into study/ (new study results: copy them into project/study/results and run
+# `python project/scripts/report.py study`). A run cut off by the deadline writes nothing; calling
+# `train` again on the same warm machine runs only the runs without a result (the results and the
+# work folder live in $TMPDIR/gpu_session between calls; a fresh machine starts over).
+# Each call copies results, logs and the small records of the work folder (selection.json,
+# DAPT and training logs, no models) to $OUT.
+#
+# int8 (issue 50): benchmarks/speed.py --int8 on the CPU cores of the device, on the trf_target
+# and trf_finetune pipelines the `train` call left in the work folder (s555), output in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+phase=${1:-}
+deadline=${2:-510}
+state=${TMPDIR:-/tmp}/gpu_session
+work=$state/work
+out=${OUT:-$state/out}
+run=${DRY_RUN:+echo}
+
+if [ "$phase" != train ] && [ "$phase" != int8 ]; then
+    sed -n 2,34p "$0"; exit 2
+fi
+
+copy_back() {
+    mkdir -p "$out/work"
+    cp -r "$state/rerun" "$state/study" "$state/logs" "$out/" 2>/dev/null
+    # the records, not the models: training and DAPT logs, DAPT and selection summaries
+    find "$work" -maxdepth 1 \( -name '*.log' -o -name '*.json' \) -exec cp {} "$out/work/" \; 2>/dev/null
+    for sel in "$work"/raw-*; do
+        [ -d "$sel" ] && mkdir -p "$out/work/${sel##*/}" && cp "$sel"/selection.json "$sel"/select.log "$out/work/${sel##*/}/" 2>/dev/null
+    done
+    return 0
+}
+
+if [ "$phase" = int8 ]; then
+    $run python3 benchmarks/speed.py --int8 --study-workdir "$work" --methods trf_target,trf_finetune --seeds 555 \
+        --rounds 1 --output "$out/speed_int8.md" --json "$out/speed_int8.json"
+    exit $?
+fi
+
+for var in CORPUS RAW GENERAL; do
+    if [ -z "${!var:-}" ]; then echo "gpu_session.sh: set $var (see the top of $0)"; exit 2; fi
+    if [ -z "$run" ] && [ ! -d "${!var}" ]; then echo "gpu_session.sh: $var=${!var} is not a folder"; exit 2; fi
+done
+mkdir -p "$state/rerun" "$state/study" "$state/logs" "$work"
+selected="--raw-sizes 100000 --raw-source select:$GENERAL --raw-scorer lexical"
+# RESULTS METHOD DOMAIN SEED [study.py options], in the order they start
+runs=$state/runs.txt
+{
+    echo "rerun trf_finetune ai 555"
+    for seed in 555 666; do
+        for domain in ai music; do
+            for masking in span token; do echo "study dapt_$masking $domain $seed $selected"; done
+        done
+        [ $seed = 555 ] && for domain in ai music politics science literature; do echo "rerun trf_target $domain 555"; done
+    done
+    for domain in music politics science literature; do echo "rerun trf_finetune $domain 555"; done
+} > "$runs"
+
+study="python3 project/scripts/study.py run --workers 0 --features minilm --corpus $CORPUS --raw $RAW \
+--workdir $work --gpu-id 0 --threads 1 --eval-frequency 100 --patience 400"
+if [ -n "$run" ]; then
+    while read -r results method domain seed extra; do
+        echo "$study --results $state/$results --methods $method --domains $domain --seeds $seed $extra"
+    done < "$runs"
+    exit 0
+fi
+echo "[gpu_session] $(wc -l < "$runs") runs, 12 at once, until ${deadline}s, from $(date -u +%H:%M:%S)"
+timeout --kill-after=10 "$deadline" xargs -P 12 -L 1 bash -c '
+    results=$0 method=$1 domain=$2 seed=$3; shift 4
+    log='"$state"'/logs/$method-$domain-s$seed.log
+    '"$study"' --results '"$state"'/$results --methods $method --domains $domain --seeds $seed "$@" > $log 2>&1
+    echo "[gpu_session] $method $domain $seed exit $? at $(date -u +%H:%M:%S)"' < "$runs"
+echo "[gpu_session] stopped at $(date -u +%H:%M:%S): $(ls "$state"/rerun/*.json 2>/dev/null | wc -l) rerun, \
+$(ls "$state"/study/*.json 2>/dev/null | wc -l) study result(s)"
+copy_back
