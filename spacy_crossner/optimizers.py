@@ -171,8 +171,8 @@ class GroupedOptimizer(Optimizer):
                 )
 
     def __call__(self, key, weights, gradient, *, lr_scale: float = 1.0):
-        # A key updated before: every parameter has had its first step.
-        if not self._checked and self.nr_update.get(key, 0) >= 1:
+        # A key updated before (its scale is known): every parameter has had its first step.
+        if not self._checked and key in self._scales:
             self._check_groups()
         return super().__call__(key, weights, gradient, lr_scale=lr_scale * self.lr_scale_of(key))
 
