@@ -42,7 +42,7 @@ import numpy
 
 from .docbin import read_docbin, spacy_files
 from .domains import UnknownDomainError, get_domain, labelled_domain, set_domain
-from .self_train import PseudoLabelError, scored_entities as entity_scores
+from .self_train import PseudoLabelError, crossner_name, scored_entities as entity_scores
 
 DEFAULT_BINS = 10
 T_BOUNDS = (0.05, 20.0)  # the temperatures searched (a fit at a bound is reported as such)
@@ -251,13 +251,10 @@ class DevBatches:
 
 
 def _crossner_name(nlp, model) -> str:
-    for name in nlp.pipe_names:
-        if nlp.get_pipe_meta(name).factory == "crossner":
-            return name
-    raise CalibrationError(
-        f"{model} has no crossner component (its pipes: {nlp.pipe_names or 'none'}): calibration "
-        "sets the temperature of a spacy_crossner pipeline's entity probabilities"
-    )
+    try:
+        return crossner_name(nlp, model)
+    except PseudoLabelError as err:
+        raise CalibrationError(str(err)) from None
 
 
 def _load_dev(dev: Path, vocab) -> List:

@@ -70,7 +70,7 @@ def crossner_name(nlp: Language, model: Union[str, Path] = "the pipeline") -> st
             return name
     raise PseudoLabelError(
         f"{model} has no crossner component (its pipes: {nlp.pipe_names or 'none'}): "
-        "pseudo-labels need the entity probabilities of a pipeline trained with spacy_crossner"
+        "a pipeline trained with spacy_crossner is needed (its entity probabilities)"
     )
 
 

@@ -222,3 +222,13 @@ def crf_partial_log_likelihood(
     if not agreeing:
         return -numpy.inf
     return float(lse(numpy.asarray(agreeing)) - lse(numpy.asarray(everything)))
+
+
+def is_bio(tags):
+    """Whether a tag sequence is valid BIO: an I-X only after B-X or I-X."""
+    prev = "O"
+    for tag in tags:
+        if tag.startswith("I-") and prev[2:] != tag[2:]:
+            return False
+        prev = tag
+    return True

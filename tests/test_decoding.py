@@ -3,25 +3,18 @@ import itertools
 import numpy
 import pytest
 
-from reference_decoders import constrained_argmax, viterbi_decode
+from reference_decoders import constrained_argmax, is_bio, viterbi_decode
 from spacy_crossner.decoding import allowed_moves, bio_tags, iob2_spans, iob2_spans_batch
 
 TAGS = bio_tags(["A", "B"])  # O, B-A, I-A, B-B, I-B
 
 
-def is_valid(tags):
-    prev = "O"
-    for tag in tags:
-        if tag.startswith("I-") and prev[2:] != tag[2:]:
-            return False
-        prev = tag
-    return True
 
 
 def brute_force(emissions, trans, start, end, tags):
     best, best_score = None, -numpy.inf
     for seq in itertools.product(range(len(tags)), repeat=emissions.shape[0]):
-        if not is_valid([tags[i] for i in seq]):
+        if not is_bio([tags[i] for i in seq]):
             continue
         score = start[seq[0]] + end[seq[-1]] + sum(emissions[t, i] for t, i in enumerate(seq))
         score += sum(trans[a, b] for a, b in zip(seq, seq[1:]))
@@ -56,7 +49,7 @@ def test_viterbi_matches_brute_force(seed):
     ok_start, ok_trans, ok_end = allowed_moves(TAGS)
     got = viterbi_decode(emissions, trans, start, end, ok_start, ok_trans, ok_end)
     assert got == brute_force(emissions, trans, start, end, TAGS)
-    assert is_valid([TAGS[i] for i in got])
+    assert is_bio([TAGS[i] for i in got])
 
 
 def test_viterbi_never_starts_inside_an_entity():
@@ -75,7 +68,7 @@ def test_viterbi_empty_and_long():
     rng = numpy.random.RandomState(0)
     long = rng.randn(5000, 5)
     got = viterbi_decode(long, rng.randn(5, 5), zeros, zeros, ok_start, ok_trans, ok_end)
-    assert len(got) == 5000 and is_valid([TAGS[i] for i in got])
+    assert len(got) == 5000 and is_bio([TAGS[i] for i in got])
 
 
 def test_constrained_argmax_equals_argmax_when_valid():

@@ -5,6 +5,7 @@ import pytest
 import torch
 from spacy.util import registry
 from confection import ConfigValidationError
+from reference_decoders import is_bio
 from thinc.api import Config, fix_random_seed
 
 from spacy_crossner.models import head as heads
@@ -68,13 +69,6 @@ def test_the_config_chooses_the_head(arch, name):
         registry.resolve(Config({"model": {k: v for k, v in config.items() if k != "head"}}))
 
 
-def is_bio(tags):
-    prev = "O"
-    for tag in tags:
-        if tag.startswith("I-") and prev[2:] != tag[2:]:
-            return False
-        prev = tag
-    return True
 
 
 @pytest.mark.parametrize("name", list(HEADS))
