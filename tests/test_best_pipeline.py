@@ -144,7 +144,7 @@ def test_help_lists_every_command_with_its_whole_description():
     assert "best-pipeline Train the best pipeline for your target corpus in one command" in listing
     text = CliRunner().invoke(app, ["best-pipeline", "--help"], terminal_width=100).output
     for option in ("--source", "--test", "--recipe", "--max-steps", "--source-max-steps", "--eval-frequency",
-                   "--patience", "--source-limit", "--source-dev-limit", "--source-upsample", "--seed",
+                   "--patience", "--source-limit", "--source-dev-limit", "--source-upsample", "--mix", "--seed",
                    "--source-seed", "--transformer", "--vectors", "--cache", "--workdir", "--gpu-id", "--threads",
                    "--overwrite"):
         assert option in text, option
@@ -155,3 +155,24 @@ def test_output_never_holds_the_inputs(corpora):
     with pytest.raises(BestPipelineError, match="contains TARGET"):
         best_pipeline(sources=[source], target=target, output=target.parent, overwrite=True, budget=TINY)
     assert (target / "train.spacy").is_file()
+
+
+def test_fast_recipe_mixes_by_size_unless_told_to_upsample(corpora):
+    from spacy_crossner.best import fast_config
+
+    tmp, source, target = corpora
+    sources, goal = [find_corpus(source, "--source")], find_corpus(target, "TARGET")
+    sized = fast_config(sources, goal, Budget(), seed=0, vectors=None)["corpora"]["train"]
+    assert sized["@readers"] == "spacy_crossner.MultiDomainCorpus.v2" and sized["mix"] == "sqrt"
+    assert all("upsample" not in section for section in sized["domains"].values())
+    limited = fast_config(sources, goal, Budget(source_limit=30), seed=0, vectors=None)["corpora"]["train"]
+    assert limited["domains"]["source_0"]["limit"] == 30
+    fixed = fast_config(sources, goal, Budget(mix="upsample", source_upsample=0.5), seed=0, vectors=None)
+    assert fixed["corpora"]["train"]["@readers"] == "spacy_crossner.MultiDomainCorpus.v1"
+    assert fixed["vars"]["target_upsample"] == 10.0
+    assert fixed["corpora"]["train"]["domains"]["source_0"]["upsample"] == 0.5
+    for budget, option in ((Budget(target_upsample=4), "--target-upsample"), (Budget(source_upsample=0.5), "--source-upsample")):
+        with pytest.raises(BestPipelineError, match=f"{option} is a fixed factor of --mix upsample; --mix sqrt"):
+            fast_config(sources, goal, budget, seed=0, vectors=None)
+    with pytest.raises(BestPipelineError, match="--mix 'by_size': choose one of sqrt, size, equal, upsample"):
+        Budget(mix="by_size").check()

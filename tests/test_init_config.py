@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from spacy_crossner.__main__ import app
 from spacy_crossner.init_config import (
-    ARCHS, CONFIGS_DIR, FEATURES, SETTINGS, UNSUPPORTED, InitConfigError, compose, config_text, fill,
+    ARCHS, CONFIGS_DIR, DEFAULT_MIX, FEATURES, SETTINGS, UNSUPPORTED, InitConfigError, compose, config_text, fill,
     init_config,
 )
 
@@ -91,7 +91,7 @@ def reference_text(name: str, commit: str = REFERENCE_COMMIT):
 def generated(name: str) -> Config:
     choice = study_configs.STUDY_CONFIGS[name]
     return compose(arch=choice.arch, features=choice.features, setting=choice.setting,
-                   overrides=choice.overrides)
+                   overrides=choice.overrides, mix=choice.mix)
 
 
 def test_the_mapping_covers_every_config_the_study_and_project_train():
@@ -321,3 +321,68 @@ def test_a_choice_outside_the_study_trains_on_any_corpus(tmp_path, arch, setting
     assert set(nlp.get_pipe("crossner").domains) == domains
     if setting == "zero":
         assert nlp.get_pipe("crossner").cfg["domain_aliases"] == {"ai": "news"}
+
+
+def test_joint_mixes_by_size_by_default_and_keeps_v1_on_request():
+    sized = compose(arch="bilstm", features="wordchar", setting="joint")
+    train = sized["corpora"]["train"]
+    assert train["@readers"] == "spacy_crossner.MultiDomainCorpus.v2" and train["mix"] == DEFAULT_MIX == "sqrt"
+    assert all("upsample" not in section for section in train["domains"].values())
+    assert "target_upsample" not in sized["vars"]
+    fixed = compose(arch="bilstm", features="wordchar", setting="joint", mix="upsample")["corpora"]["train"]
+    assert fixed["@readers"] == "spacy_crossner.MultiDomainCorpus.v1"
+    assert fixed["domains"]["target"]["upsample"] == "${vars.target_upsample}"
+    # several sources: every labelled corpus is mixed, none keeps a fixed factor
+    several = compose(arch="bilstm", features="wordchar", setting="joint", source_count=2, mix="equal")
+    assert several["corpora"]["train"]["mix"] == "equal"
+    assert all("upsample" not in s for s in several["corpora"]["train"]["domains"].values())
+    # the header says which mix the config has
+    lines = config_text(arch="bilstm", features="wordchar", setting="joint", output="c.cfg").splitlines()
+    assert lines[1].endswith("--setting joint --mix sqrt") and lines[4].startswith("# Mix: sqrt: ")
+
+
+def test_a_sized_mix_reads_a_large_target_at_its_share(tmp_path):
+    # 40 source docs, 90 target docs: sqrt gives the target sqrt(90) / (sqrt(40) + sqrt(90)) = 60 % of a pass
+    from spacy.tokens import Doc, DocBin
+    from spacy.vocab import Vocab
+
+    vocab = Vocab()
+    paths = {}
+    for name, count in (("source", 40), ("target", 90)):
+        docs = []
+        for i in range(count):
+            doc = Doc(vocab, words=[name, str(i)], ents=["B-X", "O"])
+            doc._.domain = name
+            docs.append(doc)
+        paths[name] = tmp_path / f"{name}.spacy"
+        DocBin(docs=docs, store_user_data=True).to_disk(paths[name])
+    out = tmp_path / "joint.cfg"
+    init_config(out, arch="bilstm", features="wordchar", setting="joint")
+    config = spacy.util.load_config(out, overrides={"paths.source_train": str(paths["source"]),
+                                                    "paths.target_train": str(paths["target"]),
+                                                    "paths.target_dev": str(paths["target"])}, interpolate=True)
+    corpus = spacy.util.registry.resolve(config["corpora"])["train"]
+    nlp = spacy.blank("en")
+    domains = [eg.reference._.domain for eg in corpus(nlp)]
+    assert len(domains) == 130
+    assert domains.count("target") == round(130 * 90 ** 0.5 / (40 ** 0.5 + 90 ** 0.5))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(setting="target", mix="sqrt"), "the target setting has no labelled target beside its sources"),
+    (dict(setting="joint", mix="sqrtt"), "Unknown mix (--mix) 'sqrtt'; choose one of: sqrt, size, equal, upsample"),
+    (dict(setting="joint", overrides={"vars.target_upsample": 5}), "--vars.target_upsample is the fixed factor"),
+])
+def test_mix_errors_name_the_option(kwargs, message):
+    with pytest.raises(InitConfigError, match=re.escape(message)):
+        compose(arch="bilstm", features="wordchar", **kwargs)
+
+
+def test_mix_on_the_command_line(tmp_path):
+    out = tmp_path / "c.cfg"
+    result = CliRunner().invoke(app, ["init-config", str(out), "--arch", "bilstm", "--setting", "joint",
+                                      "--mix", "upsample", "--vars.target_upsample", "4"])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "--mix upsample" in text.splitlines()[1] and "target_upsample = 4" in text
+    assert 'MultiDomainCorpus.v1' in text

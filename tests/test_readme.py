@@ -23,6 +23,7 @@ import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import srsly
@@ -181,11 +182,11 @@ def project_outputs(step: str, overrides: dict) -> list:
 
 
 @lru_cache(maxsize=None)
-def _init_config_text(arch: str, features: str, setting: str, overrides: str) -> str:
+def _init_config_text(arch: str, features: str, setting: str, overrides: str, mix: Optional[str] = None) -> str:
     from spacy_crossner.init_config import config_text
 
     return config_text(arch=arch, features=features, setting=setting,
-                       overrides=json.loads(overrides) or None)
+                       overrides=json.loads(overrides) or None, mix=mix)
 
 
 def load_config(cwd: str, value, walk: Walk) -> Config:
@@ -255,7 +256,7 @@ def check_command(cwd: str, tokens, walk: Walk = None):
 
             values = dict(params)
             choice = (values["arch"], values["features"], values["setting"],
-                      json.dumps(parse_overrides(args), sort_keys=True))
+                      json.dumps(parse_overrides(args), sort_keys=True), values.get("mix"))
             try:
                 _init_config_text(*choice)
             except InitConfigError as err:  # an unknown choice or override

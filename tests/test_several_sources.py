@@ -128,11 +128,12 @@ def test_a_shuffled_pass_of_three_corpora_mixes_them_in_its_batches(tmp_path):
     from spacy.util import registry
 
     paths = write_domains(tmp_path)
-    config = compose(arch="bilstm", features="wordchar", setting="joint", source_count=2)
+    # mix "size": each labelled doc once a pass
+    config = compose(arch="bilstm", features="wordchar", setting="joint", source_count=2, mix="size")
     reader = config["corpora"]["train"]
     reader["domains"]["source_0"].update(path=paths["news"], domain=None)
     reader["domains"]["source_1"].update(path=paths["music"], domain=None)
-    reader["domains"]["target"].update(path=paths["ai"], domain=None, upsample=1)
+    reader["domains"]["target"].update(path=paths["ai"], domain=None)
     reader["seed"] = 0
     corpus = registry.resolve({"r": reader})["r"]
     examples = list(corpus(spacy.blank("en")))
@@ -223,12 +224,12 @@ def test_source_count_numbers_the_sources_and_the_header_says_how_to_train():
     config = compose(arch="bilstm", features="wordchar", setting="joint", source_count=3)
     domains = config["corpora"]["train"]["domains"]
     assert list(domains) == ["source_0", "source_1", "source_2", "target"]
-    assert domains["source_2"] == {"path": "${paths.source_train_2}", "domain": "${vars.source_domain_2}",
-                                   "upsample": 1}
+    # the joint setting's default mix sizes each corpus's part: no fixed factor per source
+    assert domains["source_2"] == {"path": "${paths.source_train_2}", "domain": "${vars.source_domain_2}"}
     assert "source_train" not in config["paths"] and "source_domain" not in config["vars"]
     text = config_text(arch="bilstm", features="wordchar", setting="joint", output="c.cfg", source_count=3)
     lines = text.splitlines()
-    assert lines[1].endswith("--setting joint --source-count 3")
+    assert lines[1].endswith("--setting joint --source-count 3 --mix sqrt")
     assert ("--paths.source_train_0 S0/train.spacy --paths.source_train_1 S1/train.spacy "
             "--paths.source_train_2 S2/train.spacy --paths.target_train T/train.spacy") in lines[2]
     # without it, the settings are as they were: one source

@@ -484,7 +484,7 @@ def write_source_config(method: Method, args, features: str, count: int) -> Path
         overrides["corpora.dev"] = {"@readers": "spacy_crossner.DomainCorpus.v1", "path": "${paths.source_dev_0}",
                                     "domain": "${vars.source_domain_0}", "max_length": 0, "limit": 0}
     text = config_text(arch=choice.arch, features=choice.features, setting=choice.setting, output=str(path),
-                       overrides=overrides or None, source_count=count)
+                       overrides=overrides or None, source_count=count, mix=choice.mix)
     if not path.exists() or path.read_text(encoding="utf8") != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_whole(path, text)

@@ -24,6 +24,8 @@ class StudyConfig(NamedTuple):
     features: str
     setting: str
     overrides: Optional[Dict[str, Any]] = None
+    # the joint setting's mix: the study's configs keep v1's fixed factors (target x10)
+    mix: Optional[str] = None
 
 
 # CrossNER's names, the defaults the zero-resource and UDA study configs were run with.
@@ -34,23 +36,23 @@ _CROSSNER_UDA = {"vars.source_domain": "conll2003", "vars.target_domain": "ai"}
 STUDY_CONFIGS: Dict[str, StudyConfig] = {
     "bilstm_target": StudyConfig("bilstm", "wordchar", "target"),
     "bilstm_target_sm": StudyConfig("bilstm", "spacy_tok2vec", "target"),
-    "bilstm_joint": StudyConfig("bilstm", "wordchar", "joint"),
-    "bilstm_joint_sm": StudyConfig("bilstm", "spacy_tok2vec", "joint"),
-    "bilstm_joint_trf": StudyConfig("bilstm", "transformer_frozen", "joint"),
+    "bilstm_joint": StudyConfig("bilstm", "wordchar", "joint", mix="upsample"),
+    "bilstm_joint_sm": StudyConfig("bilstm", "spacy_tok2vec", "joint", mix="upsample"),
+    "bilstm_joint_trf": StudyConfig("bilstm", "transformer_frozen", "joint", mix="upsample"),
     "bilstm_pretrain": StudyConfig("bilstm", "wordchar", "pretrain"),
     "bilstm_finetune": StudyConfig("bilstm", "wordchar", "finetune"),
     "trf_target": StudyConfig("trf", "transformer", "target"),
-    "trf_joint": StudyConfig("trf", "transformer", "joint"),
+    "trf_joint": StudyConfig("trf", "transformer", "joint", mix="upsample"),
     "trf_pretrain": StudyConfig("trf", "transformer", "pretrain"),
     "trf_finetune": StudyConfig("trf", "transformer", "finetune"),
-    "multi_cell_sda": StudyConfig("multi_cell", "wordchar", "joint"),
-    "multi_cell_sda_sm": StudyConfig("multi_cell", "spacy_tok2vec", "joint"),
-    "multi_cell_sda_trf": StudyConfig("multi_cell", "transformer_frozen", "joint"),
+    "multi_cell_sda": StudyConfig("multi_cell", "wordchar", "joint", mix="upsample"),
+    "multi_cell_sda_sm": StudyConfig("multi_cell", "spacy_tok2vec", "joint", mix="upsample"),
+    "multi_cell_sda_trf": StudyConfig("multi_cell", "transformer_frozen", "joint", mix="upsample"),
     "multi_cell_uda": StudyConfig("multi_cell", "wordchar", "uda", _CROSSNER_UDA),
-    "pgn_sda": StudyConfig("pgn", "wordchar", "joint"),
-    "pgn_sda_sm": StudyConfig("pgn", "spacy_tok2vec", "joint"),
+    "pgn_sda": StudyConfig("pgn", "wordchar", "joint", mix="upsample"),
+    "pgn_sda_sm": StudyConfig("pgn", "spacy_tok2vec", "joint", mix="upsample"),
     # the paper's optimizer (SGD 0.015 decaying, L2 1e-8, no clipping) and no target upsampling
-    "pgn_sda_paper": StudyConfig("pgn", "wordchar", "joint", {
+    "pgn_sda_paper": StudyConfig("pgn", "wordchar", "joint", mix="upsample", overrides={
         "vars.target_upsample": 1,
         "training.optimizer": {
             "@optimizers": "SGD.v1", "L2": 1e-8, "L2_is_weight_decay": True, "grad_clip": 0.0,
@@ -76,7 +78,7 @@ def write_config(name: str, output_dir: Path) -> Path:
     choice = STUDY_CONFIGS[name]
     path = Path(output_dir) / f"{name}.cfg"
     text = config_text(arch=choice.arch, features=choice.features, setting=choice.setting,
-                       output=f"configs/{name}.cfg", overrides=choice.overrides)
+                       output=f"configs/{name}.cfg", overrides=choice.overrides, mix=choice.mix)
     if path.exists() and path.read_text(encoding="utf8") == text:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

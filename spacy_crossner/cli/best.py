@@ -5,6 +5,7 @@ from typing import List, Optional
 import typer
 
 from ..best import DEFAULT_VECTORS, RECIPES, BestPipelineError, Budget, best_pipeline
+from ..init_config import MIXES
 from ._util import app, fail
 
 _BUDGET = Budget()
@@ -38,9 +39,11 @@ def best_pipeline_cli(
     source_upsample: float = typer.Option(1.0, "--source-upsample", help="Copies of each source corpus's "
                                           "docs per pass, above 0 (1: each once; 0.5: a random half; 1.5: each "
                                           "once plus a random half)."),
-    target_upsample: float = typer.Option(_BUDGET.target_upsample, "--target-upsample", help="fast recipe: "
-                                          "copies of the target's train docs per pass (CrossNER's joint "
-                                          "setting: 10)."),
+    mix: str = typer.Option(_BUDGET.mix, "--mix", help=f"fast recipe: how the joint training mixes sources "
+                            f"and target in a pass. {'; '.join(f'{k}: {v}' for k, v in MIXES.items())}."),
+    target_upsample: Optional[float] = typer.Option(None, "--target-upsample", help="fast recipe with --mix "
+                                                    "upsample: copies of the target's train docs per pass "
+                                                    "(default 10, CrossNER's joint setting)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the target training."),
     source_seed: Optional[int] = typer.Option(None, "--source-seed", help="Seed of the source stage "
                                               "(default: --seed); keep it fixed to reuse one cached source "
@@ -71,7 +74,7 @@ def best_pipeline_cli(
         fail(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
     budget = Budget(max_steps=max_steps, eval_frequency=eval_frequency, patience=patience,
                     source_max_steps=source_max_steps, source_limit=source_limit, source_dev_limit=source_dev_limit,
-                    source_upsample=source_upsample, target_upsample=target_upsample)
+                    source_upsample=source_upsample, target_upsample=target_upsample, mix=mix)
     try:
         result = best_pipeline(sources=source, target=target, output=output, test=test, recipe=recipe,
                                budget=budget, seed=seed, source_seed=source_seed, transformer=transformer,

@@ -5,8 +5,8 @@ from typing import Optional
 import typer
 
 from ..init_config import (
-    ARCHS, FEATURES, SCHEDULES, SETTINGS, SOURCE_SETTINGS, FineTune, InitConfigError, init_config,
-    parse_overrides,
+    ARCHS, DEFAULT_MIX, FEATURES, MIX_SETTINGS, MIXES, SCHEDULES, SETTINGS, SOURCE_SETTINGS, FineTune,
+    InitConfigError, init_config, parse_overrides,
 )
 from ._util import app, fail
 
@@ -39,6 +39,10 @@ def init_config_cli(
         "... read from --paths.source_train_0 ... (pretrain: selected on --paths.source_dev_0 ... together); "
         "each source's domain is its docs' doc._.domain, or --vars.source_domain_I NAME. Default: one source, "
         "--paths.source_train. (spaCy's overrides cannot add corpus sections, so the count is chosen here.)"),
+    mix: Optional[str] = typer.Option(
+        None, "--mix", "-m", help=f"How the {' and '.join(MIX_SETTINGS)} setting mixes its labelled corpora in a "
+        f"pass (default {DEFAULT_MIX}). {_listing_text(MIXES)}.",
+    ),
     force: bool = typer.Option(False, "--force", "-F", help="Overwrite OUTPUT if it exists."),
     schedule: str = typer.Option(
         "constant", "--schedule", help=f"The learning rate over training. {_listing_text(SCHEDULES)}."
@@ -68,7 +72,8 @@ def init_config_cli(
         fine_tune = FineTune(schedule=schedule, warmup_steps=warmup_steps, head_lr_multiplier=head_lr_multiplier,
                              layer_decay=layer_decay, num_layers=num_layers)
         init_config(output, arch=arch, features=features, setting=setting,
-                    overrides=overrides, force=force, fine_tune=fine_tune, source_count=source_count)
+                    overrides=overrides, force=force, fine_tune=fine_tune, source_count=source_count,
+                    mix=mix)
     except (InitConfigError, OSError) as err:
         fail(str(err))
     if str(output) != "-":
