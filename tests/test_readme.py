@@ -432,8 +432,9 @@ def test_ci_runs_the_readme_test_command():
     assert steps[-1] == "python -m pytest tests -n auto --dist worksteal"
     for step in steps[2:-1]:  # after the venv: the same installs
         assert shlex.join(shlex.split(step)) in [shlex.join(shlex.split(l)) for l in ci.splitlines() if l.strip() and not l.startswith("#")], step
-    # the same command; CI only adds output options (-q, -p no:cacheprovider)
-    assert re.search(r"^python -m pytest tests -n auto --dist worksteal( -q| -p no:cacheprovider)*$", ci, re.M)
+    # the same command; CI only adds output options (-q, -p no:cacheprovider, --durations=N)
+    assert re.search(r"^python -m pytest tests -n auto --dist worksteal( -q| -p no:cacheprovider| --durations=\d+)*$",
+                     ci, re.M)
 
 
 def _small_copy(src: Path, dst: Path, sentences: int = 25):
