@@ -296,11 +296,12 @@ def finetune_config(target: Corpus, source_domains: Sequence[str], budget: Budge
 
 def fast_config(sources: Sequence[Corpus], target: Corpus, budget: Budget, seed: int, vectors: Optional[Path]):
     if budget.mix != "upsample":
-        given = {"source_upsample": budget.source_upsample != 1.0, "target_upsample": budget.target_upsample is not None}
-        for name in [name for name, is_given in given.items() if is_given][:1]:
+        fixed = ("--target-upsample" if budget.target_upsample is not None
+                 else "--source-upsample" if budget.source_upsample != 1.0 else None)
+        if fixed:
             raise BestPipelineError(
-                f"--{name.replace('_', '-')} is a fixed factor of --mix upsample; --mix {budget.mix} sizes "
-                f"each corpus's part of a pass (cut a source with --source-limit, or use --mix upsample)")
+                f"{fixed} is a fixed factor of --mix upsample; --mix {budget.mix} sizes each corpus's part "
+                f"of a pass (cut a source with --source-limit, or use --mix upsample)")
     config = _load_recipe("bilstm_joint", source_count=len(sources), mix=budget.mix)
     _source_budget(config, sources, budget, train_only=False)
     config["vars"]["target_domain"] = target.domain
