@@ -172,8 +172,11 @@ def two_models(tmp_path_factory):
     return root / "m1", root / "m2"
 
 
-def test_2_3_8_annotate_reruns_are_safe(tmp_path, two_models):
+def test_2_3_8_annotate_reruns_are_safe(tmp_path, two_models, request):
+    import logging
+
     import spacy
+    from distributed import LocalCluster
 
     from spacy_crossner.annotate import AnnotateError, annotate, read_output
 
@@ -185,7 +188,12 @@ def test_2_3_8_annotate_reruns_are_safe(tmp_path, two_models):
     (corpus / "x.txt").write_bytes(("\ufeff" + "\n".join(lines) + "\n").encode("utf8"))
     (corpus / "y.jsonl").write_bytes(("\ufeff" + json.dumps({"text": "Eve is here ."}) + "\n").encode("utf8"))
     out = tmp_path / "out"
-    settings = dict(inputs=corpus, output_dir=out, scheduler="local", workers=1, shard_size=2,
+    # one local cluster for the eight runs, reached by its address as a user's scheduler would be
+    # (each run with scheduler="local" would start and stop a cluster of its own: 4 s or so)
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None, silence_logs=logging.ERROR)
+    request.addfinalizer(cluster.close)
+    settings = dict(inputs=corpus, output_dir=out, scheduler=cluster.scheduler_address, shard_size=2,
                     progress=False)
     first = annotate(model=m1, **settings)
     assert (first.done, first.skipped, first.redone) == (3, 0, 0)
