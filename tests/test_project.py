@@ -725,9 +725,15 @@ def test_report_and_readme_show_scores_only_for_levelled_runs(tmp_path):
     readme.write_text("# P\n\nbefore\n<!-- results:start -->\nold numbers\n<!-- results:end -->\nafter\n")
     script = PROJECT / "scripts" / "readme_results.py"
     res = subprocess.run([sys.executable, str(script), "--report", str(out / "report.json"),
-                          "--timings", str(tmp_path / "timings.json"), "--readme", str(readme)],
+                          "--timings", str(tmp_path / "timings.json"), "--readme", str(readme),
+                          "--expected", str(tmp_path / "expected_times.json")],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+    # the runner's expected job times are the timings just written into the README
+    sys.path.insert(0, str(PROJECT / "scripts"))
+    import runner
+
+    assert runner.read_expected(tmp_path / "expected_times.json") == {"train-joint": 301.0}
     text = readme.read_text()
     assert "old numbers" not in text and text.startswith("# P\n\nbefore\n") and text.endswith("after\n")
     assert "| train | 36 min 40 s |" in text and "| &nbsp;&nbsp;↳ train-joint (in parallel) | 5 min 01 s |" in text
@@ -795,6 +801,26 @@ def test_runner_and_timed_say_which_step_and_the_time_left(tmp_path):
     assert runner.progress_line(2, 6, [60.0, 120.0], 2, 2) == (
         "2 of 6 jobs done, 2 running; about 3 min 00 s left (the mean time of the finished jobs, 2 at a time)")
     assert runner.progress_line(4, 4, [1.0] * 4, 0, 2) == "4 of 4 jobs done"
+    # with the times of a timed run: a finished job ran in half its expected time here, so the
+    # jobs left count at half theirs, less what the running one has done; e is not in the table
+    expected = {"a": 100.0, "b": 200.0, "c": 300.0, "d": 50.0}
+    left = {"b": 20.0, "c": 0.0, "d": 0.0, "e": 0.0}  # b running for 20 s
+    line = runner.progress_line(1, 5, [50.0], 1, 2, expected, {"a": 50.0}, left)
+    # (100 - 20) + 150 + 25 + 50 (e: the mean of the finished) = 305 s of work, 2 at a time
+    assert line == ("1 of 5 jobs done, 1 running; about 2 min 32 s left (the times of the last "
+                    "timed run x 0.50, this machine's pace so far, 2 at a time)")
+    assert runner.progress_line(0, 2, [], 2, 2, {"x": 60.0, "y": 60.0}, {}, {"x": 0.0, "y": 0.0}) == (
+        "0 of 2 jobs done, 2 running; about 1 min 00 s left (the times of the last timed run, 2 at a time)")
+    # the shipped table (the `readme` step's copy of reports/timings.json) names every timed job
+    # of the `train` step, so no estimate falls back for a renamed job; "STEP (LABEL)" there is
+    # the job STEP:LABEL
+    shipped = runner.read_expected(PROJECT / "expected_times.json")
+    assert shipped["evaluate:trf_finetune"] > 0
+    commands = {c["name"]: c for c in srsly.read_yaml(PROJECT / "project.yml")["commands"]}
+    for step in ("train",):
+        names = [re.match(r"python scripts/timed.py (\S+) ", line).group(1)
+                 for line in commands[step]["script"] if line.startswith("python scripts/timed.py")]
+        assert names and not [n for n in names if n not in shipped], step
     steps = srsly.read_yaml(PROJECT / "project.yml")["workflows"]["all"]
     assert timed.workflow_position("train", "all") == f"[all] step {steps.index('train') + 1} of {len(steps)}: train"
     assert timed.workflow_position("train", "") == "" and timed.workflow_position("nope", "all") == ""

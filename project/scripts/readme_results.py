@@ -7,9 +7,11 @@ the runs whose dev F1 levelled with their test scores and features, the zero-res
 the demo runs that did not converge, listed without scores. The step times come from
 ``reports/timings.json`` (the ``timings`` step), with the jobs of parallel steps under them. The
 numbers in the README are never typed by hand. Everything between ``<!-- results:start -->`` and
-``<!-- results:end -->`` is replaced.
+``<!-- results:end -->`` is replaced. With ``--expected PATH`` the timings are also copied to
+PATH (``expected_times.json``, which the runner reads for its estimates of the time left).
 """
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -94,6 +96,8 @@ def main() -> None:
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--timings", type=Path, required=True)
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument("--expected", type=Path, default=None,
+                        help="Also copy the timings here (the runner's expected job times).")
     args = parser.parse_args()
     for path in (args.report, args.timings, args.readme):
         if not path.exists():
@@ -107,6 +111,9 @@ def main() -> None:
     after = rest.split(END, 1)[1]
     args.readme.write_text(before + section + after, encoding="utf8")
     print(f"Wrote the results of {args.report} and {args.timings} into {args.readme}")
+    if args.expected is not None:
+        shutil.copyfile(args.timings, args.expected)
+        print(f"Copied {args.timings} to {args.expected} (the job times the runner expects)")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -38,6 +39,10 @@ from timed import (JOB_ENV, PROJECT_DIR, QUEUE, RUN_ENV, RUNNER_DIR, format_seco
                    run_id, workflow_position, write_record)
 
 POLL_SECONDS = float(os.environ.get("CROSSNER_RUNNER_POLL", "2"))
+# the job times of the last timed run of the `all` workflow (reports/timings.json, copied by
+# `spacy project run readme`), for the time left; the estimate falls back to the mean of the
+# finished jobs without it
+EXPECTED_TIMES = PROJECT_DIR / "expected_times.json"
 TAIL_LINES = 25
 
 
@@ -151,6 +156,7 @@ def run_jobs(
     fresh: bool = False,
     say: Callable[[str], None] = print,
     progress: Optional[Callable[[List[Job]], None]] = None,
+    expected: Optional[Dict[str, float]] = None,
 ) -> List[Result]:
     """Run ``jobs`` on a Dask cluster, each after the jobs it ``needs``; keep going after a
     failure (the jobs that need a failed one are not run). Returns one Result per job, in order.
@@ -163,6 +169,8 @@ def run_jobs(
     fresh (bool): ignore (and remove) the marks.
     say (Callable[[str], None]): where to print what happens.
     progress (Optional[Callable[[List[Job]], None]]): called with the running jobs every poll.
+    expected (Optional[Dict[str, float]]): job name -> seconds of an earlier run, for the time
+        left (see :func:`progress_line`).
     """
     names = [job.name for job in jobs]
     if len(set(names)) != len(names):
@@ -195,6 +203,7 @@ def run_jobs(
         in_todo = {job.name for job in todo}
         waiting = list(todo)
         running: Dict[str, object] = {}
+        submitted: Dict[str, float] = {}
         by_name = {job.name: job for job in jobs}
         say(f"{len(todo)} job(s) on " + (f"the cluster of {scheduler}" if scheduler else
                                          f"a local Dask cluster of {workers} worker process(es)"))
@@ -223,13 +232,18 @@ def run_jobs(
                 else:
                     say(f"NOT RUN: {result.describe(job)}")
                 finished = [r for n, r in results.items() if n in in_todo]
+                now = time.time()
+                left_jobs = {job.name: now - submitted[job.name] if job.name in running else 0.0
+                             for job in todo if job.name not in results}
                 say(progress_line(len(finished), len(todo), [r.seconds for r in finished if r.status == "ok"],
-                                  len(running), workers if not scheduler else None))
+                                  len(running), workers if not scheduler else None, expected,
+                                  {r.name: r.seconds for r in finished if r.status == "ok"}, left_jobs))
             for job in next_jobs(waiting, results, in_todo, _slots(client, workers, scheduler) - len(running)):
                 waiting.remove(job)
                 needed = [asdict(results[n]) for n in job.needs if n in in_todo]
                 running[job.name] = client.submit(execute, asdict(job), *needed,
                                                   key=f"{job.name}-{job.key}", pure=False)
+                submitted[job.name] = time.time()
             if running:
                 if progress is not None:
                     progress([by_name[n] for n in running])
@@ -263,19 +277,52 @@ def _slots(client, workers: int, scheduler: Optional[str]) -> int:
 
 
 def progress_line(done: int, total: int, seconds: List[float], running: int,
-                  workers: Optional[int]) -> str:
-    """"job N of M done" and a rough time left: the jobs not finished, at the mean time of the
-    finished ones, ``workers`` at a time (a guide: jobs differ, and early stopping ends some sooner)."""
+                  workers: Optional[int], expected: Optional[Dict[str, float]] = None,
+                  finished: Optional[Dict[str, float]] = None,
+                  left_jobs: Optional[Dict[str, float]] = None) -> str:
+    """"job N of M done" and a rough time left, ``workers`` at a time (a guide: early stopping
+    ends some jobs sooner).
+
+    Without ``expected``: the jobs not finished at the mean time of the finished ones
+    (``seconds``). With ``expected`` (job name -> seconds of a timed earlier run,
+    EXPECTED_TIMES): each job not finished (``left_jobs``: name -> seconds it has run so far)
+    at its expected time, scaled by how fast the ``finished`` jobs (name -> seconds) ran here
+    against their expected times, less what it has run; a job missing from ``expected`` at the
+    mean time of the finished ones."""
     text = f"{done} of {total} jobs done"
     left = total - done
-    if left and seconds:
-        at_a_time = max(1, min(workers or running or 1, left))
+    if not left:
+        return text
+    text += f", {running} running"
+    at_a_time = max(1, min(workers or running or 1, left))
+    if expected and left_jobs is not None:
+        finished = finished or {}
+        known = [name for name in finished if expected.get(name)]
+        scale = sum(finished[n] for n in known) / sum(expected[n] for n in known) if known else 1.0
+        mean = sum(finished.values()) / len(finished) if finished else None
+        work = 0.0
+        for name, ran in left_jobs.items():
+            guess = expected[name] * scale if expected.get(name) else mean
+            if guess is None:
+                return text
+            work += max(0.0, guess - ran)
+        basis = "the times of the last timed run" + (f" x {scale:.2f}, this machine's pace so far" if known else "")
+        return text + f"; about {format_seconds(work / at_a_time)} left ({basis}, {at_a_time} at a time)"
+    if seconds:
         estimate = sum(seconds) / len(seconds) * left / at_a_time
-        text += (f", {running} running; about {format_seconds(estimate)} left (the mean time of the "
+        text += (f"; about {format_seconds(estimate)} left (the mean time of the "
                  f"finished jobs, {at_a_time} at a time)")
-    elif left:
-        text += f", {running} running"
     return text
+
+
+def read_expected(path: Path) -> Dict[str, float]:
+    """Job name -> seconds from a timings table (``reports/timings.json`` of a timed run: its
+    steps' ``jobs``, a job ``STEP:LABEL`` written there as ``STEP (LABEL)``); {} if the file is
+    missing or unreadable."""
+    data = _read_json(path, {}) or {}
+    return {re.sub(r"^(\S+) \((.+)\)$", r"\1:\2", job["step"]): float(job["seconds"])
+            for step in data.get("steps", []) for job in step.get("jobs", [])
+            if "step" in job and "seconds" in job}
 
 
 def _tail(path: Path) -> List[str]:
@@ -398,7 +445,8 @@ def run_queue(step: str, *, workers: int, scheduler: Optional[str], fresh: bool 
     started: Dict[str, tuple] = {}
     results = run_jobs(jobs, workers=workers, scheduler=scheduler, done_dir=RUNNER_DIR / "done" / step,
                        fresh=fresh, say=say,
-                       progress=lambda running: print_progress(running, seen, say, order, started))
+                       progress=lambda running: print_progress(running, seen, say, order, started),
+                       expected=read_expected(EXPECTED_TIMES))
     seconds = time.time() - start
     write_record({"run": queue["run"], "step": step, "seconds": round(seconds, 2), "ended": time.time(),
                   "command": "scripts/runner.py", "jobs": len(jobs)})
