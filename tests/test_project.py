@@ -797,19 +797,19 @@ def test_runner_and_timed_say_which_step_and_the_time_left(tmp_path):
     import runner
     import timed
 
-    assert runner.progress_line(0, 4, [], 2, 2) == "0 of 4 jobs done, 2 running"
-    assert runner.progress_line(2, 6, [60.0, 120.0], 2, 2) == (
+    assert runner.progress_line(0, 4, {}, 2, 2) == "0 of 4 jobs done, 2 running"
+    assert runner.progress_line(2, 6, {"a": 60.0, "b": 120.0}, 2, 2) == (
         "2 of 6 jobs done, 2 running; about 3 min 00 s left (the mean time of the finished jobs, 2 at a time)")
-    assert runner.progress_line(4, 4, [1.0] * 4, 0, 2) == "4 of 4 jobs done"
+    assert runner.progress_line(4, 4, dict.fromkeys("abcd", 1.0), 0, 2) == "4 of 4 jobs done"
     # with the times of a timed run: a finished job ran in half its expected time here, so the
     # jobs left count at half theirs, less what the running one has done; e is not in the table
     expected = {"a": 100.0, "b": 200.0, "c": 300.0, "d": 50.0}
     left = {"b": 20.0, "c": 0.0, "d": 0.0, "e": 0.0}  # b running for 20 s
-    line = runner.progress_line(1, 5, [50.0], 1, 2, expected, {"a": 50.0}, left)
+    line = runner.progress_line(1, 5, {"a": 50.0}, 1, 2, expected, left)
     # (100 - 20) + 150 + 25 + 50 (e: the mean of the finished) = 305 s of work, 2 at a time
     assert line == ("1 of 5 jobs done, 1 running; about 2 min 32 s left (the times of the last "
                     "timed run x 0.50, this machine's pace so far, 2 at a time)")
-    assert runner.progress_line(0, 2, [], 2, 2, {"x": 60.0, "y": 60.0}, {}, {"x": 0.0, "y": 0.0}) == (
+    assert runner.progress_line(0, 2, {}, 2, 2, {"x": 60.0, "y": 60.0}, {"x": 0.0, "y": 0.0}) == (
         "0 of 2 jobs done, 2 running; about 1 min 00 s left (the times of the last timed run, 2 at a time)")
     # the shipped table (the `readme` step's copy of reports/timings.json) names every timed job
     # of the `train` step, so no estimate falls back for a renamed job; "STEP (LABEL)" there is

@@ -235,9 +235,9 @@ def run_jobs(
                 now = time.time()
                 left_jobs = {job.name: now - submitted[job.name] if job.name in running else 0.0
                              for job in todo if job.name not in results}
-                say(progress_line(len(finished), len(todo), [r.seconds for r in finished if r.status == "ok"],
-                                  len(running), workers if not scheduler else None, expected,
-                                  {r.name: r.seconds for r in finished if r.status == "ok"}, left_jobs))
+                say(progress_line(len(finished), len(todo),
+                                  {r.name: r.seconds for r in finished if r.status == "ok"},
+                                  len(running), workers if not scheduler else None, expected, left_jobs))
             for job in next_jobs(waiting, results, in_todo, _slots(client, workers, scheduler) - len(running)):
                 waiting.remove(job)
                 needed = [asdict(results[n]) for n in job.needs if n in in_todo]
@@ -276,30 +276,27 @@ def _slots(client, workers: int, scheduler: Optional[str]) -> int:
     return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
 
 
-def progress_line(done: int, total: int, seconds: List[float], running: int,
+def progress_line(done: int, total: int, finished: Dict[str, float], running: int,
                   workers: Optional[int], expected: Optional[Dict[str, float]] = None,
-                  finished: Optional[Dict[str, float]] = None,
                   left_jobs: Optional[Dict[str, float]] = None) -> str:
     """"job N of M done" and a rough time left, ``workers`` at a time (a guide: early stopping
-    ends some jobs sooner).
+    ends some jobs sooner). ``finished``: name -> seconds of the jobs that succeeded.
 
-    Without ``expected``: the jobs not finished at the mean time of the finished ones
-    (``seconds``). With ``expected`` (job name -> seconds of a timed earlier run,
-    EXPECTED_TIMES): each job not finished (``left_jobs``: name -> seconds it has run so far)
-    at its expected time, scaled by how fast the ``finished`` jobs (name -> seconds) ran here
-    against their expected times, less what it has run; a job missing from ``expected`` at the
-    mean time of the finished ones."""
+    Without ``expected``: the jobs not finished at the mean time of the finished ones. With
+    ``expected`` (job name -> seconds of a timed earlier run, EXPECTED_TIMES): each job not
+    finished (``left_jobs``: name -> seconds it has run so far) at its expected time, scaled by
+    how fast the finished jobs ran here against their expected times, less what it has run; a
+    job missing from ``expected`` at the mean time of the finished ones."""
     text = f"{done} of {total} jobs done"
     left = total - done
     if not left:
         return text
     text += f", {running} running"
     at_a_time = max(1, min(workers or running or 1, left))
+    mean = sum(finished.values()) / len(finished) if finished else None
     if expected and left_jobs is not None:
-        finished = finished or {}
         known = [name for name in finished if expected.get(name)]
         scale = sum(finished[n] for n in known) / sum(expected[n] for n in known) if known else 1.0
-        mean = sum(finished.values()) / len(finished) if finished else None
         work = 0.0
         for name, ran in left_jobs.items():
             guess = expected[name] * scale if expected.get(name) else mean
@@ -308,8 +305,8 @@ def progress_line(done: int, total: int, seconds: List[float], running: int,
             work += max(0.0, guess - ran)
         basis = "the times of the last timed run" + (f" x {scale:.2f}, this machine's pace so far" if known else "")
         return text + f"; about {format_seconds(work / at_a_time)} left ({basis}, {at_a_time} at a time)"
-    if seconds:
-        estimate = sum(seconds) / len(seconds) * left / at_a_time
+    if mean is not None:
+        estimate = mean * left / at_a_time
         text += (f"; about {format_seconds(estimate)} left (the mean time of the "
                  f"finished jobs, {at_a_time} at a time)")
     return text
