@@ -555,6 +555,16 @@ def run_int8(args) -> None:
         run_sub(["-m", "spacy_crossner", "quantize", str(s["path"]), str(int8)], 1)
         jobs.append((s["pipeline"], s["domain"], "fp32", s["path"], s["trained"]))
         jobs.append((s["pipeline"], s["domain"], "int8", int8, s["trained"]))
+        if args.calibration:
+            smooth = work / "int8_copies" / f"{s['pipeline']}-{s['domain']}-smooth"
+            if smooth.exists():
+                shutil.rmtree(smooth)
+            calibration = args.calibration.replace("{domain}", s["domain"])
+            if not Path(calibration).exists():
+                sys.exit(f"--calibration {args.calibration}: {calibration} does not exist")
+            run_sub(["-m", "spacy_crossner", "quantize", str(s["path"]), str(smooth),
+                     "--calibration", calibration], 1)
+            jobs.append((s["pipeline"], s["domain"], "int8-smooth", smooth, s["trained"]))
     load_start = os.getloadavg()
     start = time.time()
     runs: Dict = {}
@@ -599,7 +609,7 @@ def int8_rows(runs: Dict) -> List[Dict]:
         row["test_f1_change"] = (row["test_f1"] - base["test_f1"]) if base and row["variant"] != PEER else None
         if row["variant"] == PEER:
             row["test_f1"] = None  # a few training steps: its F1 is not a result
-    order = {"fp32": 0, "int8": 1, PEER: 2}
+    order = {"fp32": 0, "int8": 1, "int8-smooth": 2, PEER: 3}
     return sorted(rows, key=lambda r: (r["domain"], r["threads"], r["pipeline"] == PEER, r["pipeline"],
                                        order.get(r["variant"], 3)))
 
@@ -623,8 +633,10 @@ def write_int8_report(args, rows: List[Dict], total: float, load: str, tiny: boo
         + " of each domain; transformer `max_batch_items` "
         + (str(args.max_batch_items) if args.max_batch_items else "as saved in each pipeline")
         + "; test F1: `spacy_crossner.evaluate`, sentence mode. int8 = `python -m spacy_crossner "
-        "quantize` (per-channel dynamic int8 of the encoder's linear layers). Peer: spaCy `ner` "
-        "on the same MiniLM (a few training steps; speed only).",
+        "quantize` (per-channel dynamic int8 of the encoder's linear layers)"
+        + (f"; int8-smooth = the same with `--calibration {args.calibration}` (SmoothQuant "
+           "smoothing, default strength, before quantizing)" if args.calibration else "")
+        + ". Peer: spaCy `ner` on the same MiniLM (a few training steps; speed only).",
     ]
     if tiny:
         lines.append("- **Tiny pipelines** (a few training steps): a check that the benchmark runs; "
@@ -649,22 +661,24 @@ def write_int8_report(args, rows: List[Dict], total: float, load: str, tiny: boo
         )
     lines += ["", "## Targets", "", "| target | domain | value | met |", "|---|---|---:|---|"]
     goals = [(1, 2.0), (max(threads), 1.5)] if len(threads) > 1 else [(threads[0], 2.0 if threads[0] == 1 else 1.5)]
-    for n, goal in goals:
+    variants = [v for v in ("int8", "int8-smooth") if any(r["variant"] == v for r in rows)]
+    for variant in variants:
+        for n, goal in goals:
+            for domain in sorted({r["domain"] for r in rows}):
+                ratios = [r["ratio_to_spacy_ner_minilm"] for r in rows if r["domain"] == domain and r["threads"] == n
+                          and r["variant"] == variant and r["ratio_to_spacy_ner_minilm"] is not None]
+                if ratios:
+                    value = statistics.mean(ratios)
+                    lines.append(f"| {variant} inference >= {goal}x spaCy ner + MiniLM, {n} thread(s) | {domain} | "
+                                 f"{value:.2f} | {'yes' if value >= goal else '**no**'} |")
         for domain in sorted({r["domain"] for r in rows}):
-            ratios = [r["ratio_to_spacy_ner_minilm"] for r in rows if r["domain"] == domain and r["threads"] == n
-                      and r["variant"] == "int8" and r["ratio_to_spacy_ner_minilm"] is not None]
-            if ratios:
-                value = statistics.mean(ratios)
-                lines.append(f"| int8 inference >= {goal}x spaCy ner + MiniLM, {n} thread(s) | {domain} | "
-                             f"{value:.2f} | {'yes' if value >= goal else '**no**'} |")
-    for domain in sorted({r["domain"] for r in rows}):
-        changes = [r["test_f1_change"] for r in rows if r["domain"] == domain and r["variant"] == "int8"
-                   and r["threads"] == threads[0] and r["test_f1_change"] is not None]
-        if changes:
-            value = statistics.mean(changes)
-            met = "n/a (tiny)" if tiny else ("yes" if value >= -0.5 else "**no**")
-            lines.append(f"| test F1 change >= -0.5 (mean over {len(changes)} pipeline(s)) | {domain} | "
-                         f"{value:+.2f} | {met} |")
+            changes = [r["test_f1_change"] for r in rows if r["domain"] == domain and r["variant"] == variant
+                       and r["threads"] == threads[0] and r["test_f1_change"] is not None]
+            if changes:
+                value = statistics.mean(changes)
+                met = "n/a (tiny)" if tiny else ("yes" if value >= -0.5 else "**no**")
+                lines.append(f"| {variant} test F1 change >= -0.5 (mean over {len(changes)} pipeline(s)) | "
+                             f"{domain} | {value:+.2f} | {met} |")
     (Path(args.output)).write_text("\n".join(lines) + "\n")
 
 
@@ -698,6 +712,9 @@ def main() -> None:
     int8.add_argument("--batch-size", type=int, default=256, help="nlp.pipe batch size")
     int8.add_argument("--max-batch-items", type=int, default=0,
                       help="the transformer component's max_batch_items (0 = as saved in the pipeline)")
+    int8.add_argument("--calibration", default="",
+                      help="also an int8-smooth variant, quantized with --calibration this path "
+                      "({domain} is replaced by the domain), e.g. CORPUS/{domain}/train.spacy")
     int8.add_argument("--tiny-steps", type=int, default=4, help="training steps of the tiny pipelines and peers")
     parser.add_argument("--int8-worker", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--int8-train", default=None, help=argparse.SUPPRESS)

@@ -280,6 +280,119 @@ def test_quantize_errors_are_clear(fp32_dir, int8_dir, tmp_path):
     assert "transformer: 37 linear layers int8" in res.output and (tmp_path / "out" / "config.cfg").exists()
 
 
+def test_smoothing_keeps_the_function_and_helps_an_outlier_channel():
+    """SmoothQuant on one linear layer whose input has one channel 100x the others: divided input
+    times scaled weight is the same function in fp32; quantized, it is closer to fp32 than plain
+    int8; its multipliers round-trip through the state dict into a fresh layer."""
+    import torch
+    from torch import nn
+
+    from spacy_crossner.models.pytorch_int8 import (
+        _LoadHooks, count_smoothed, quantize_linears, record_input_ranges, smooth_and_quantize,
+    )
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 32)
+    x[:, 3] *= 100.0
+
+    def layer():
+        torch.manual_seed(1)
+        return nn.Sequential(nn.Linear(32, 16))
+
+    reference = layer()(x).detach()
+    with record_input_ranges(fp := layer()) as ranges:
+        fp(x)
+    assert set(ranges) == {"0"} and torch.equal(ranges["0"], x.abs().amax(0))
+    plain = quantize_linears(layer())
+    smoothed = layer()
+    assert smooth_and_quantize(smoothed, ranges, alpha=0.8) == 1 and count_smoothed(smoothed) == 1
+    err_plain = (plain(x) - reference).abs().mean()
+    err_smooth = (smoothed(x) - reference).abs().mean()
+    assert err_smooth < 0.5 * err_plain, (err_smooth, err_plain)
+    # in fp32 (the multipliers without quantization) the function is unchanged
+    inv = smoothed[0].smooth_inv
+    scaled = layer()
+    with torch.no_grad():
+        scaled[0].weight.mul_(1.0 / inv)
+    assert torch.allclose(scaled(x * inv), reference, rtol=1e-4, atol=1e-3)
+    # the state dict carries the multipliers; the load hooks give a fresh layer the buffer first
+    fresh = layer()
+    hooks = _LoadHooks()
+    fresh._register_load_state_dict_pre_hook(
+        lambda state, prefix, *args: hooks.before_load(fresh, state, prefix, *args))
+    fresh.load_state_dict(smoothed.state_dict())
+    assert count_smoothed(fresh) == 1 and torch.equal(fresh(x), smoothed(x))
+    with pytest.raises(ValueError, match=r"alpha .* must be in \(0, 1\]"):
+        smooth_and_quantize(layer(), ranges, alpha=0.0)
+
+
+def test_quantize_with_calibration_smooths_and_round_trips(fp32_dir, int8_dir, tmp_path):
+    """--calibration: every linear layer smoothed on the calibration text; the copy gives the same
+    entities as the fp32 original on the training sentences, and is exact after a save and load,
+    through pickle and with nlp.pipe in batches."""
+    from spacy.tokens import DocBin
+
+    from spacy_crossner.models.pytorch_int8 import count_smoothed
+
+    fp32 = spacy.load(fp32_dir)
+    calibration = tmp_path / "calibration.spacy"
+    DocBin(docs=docs_of(fp32)).to_disk(calibration)
+    runner = CliRunner()
+    out = tmp_path / "smoothed"
+    res = runner.invoke(app, ["quantize", str(fp32_dir), str(out), "--calibration", str(calibration),
+                              "--smoothing", "0.8"])
+    assert res.exit_code == 0, res.output
+    assert f"transformer: 37 linear layers int8, 37 smoothed on {len(SENTENCES)} sentences" in res.output
+    nlp = spacy.load(out)
+    assert n_int8(nlp) == 37 and count_smoothed(nlp.get_pipe("transformer").model.transformer) == 37
+    assert nlp.meta["int8"] == {"per_channel": True, "smoothing": 0.8, "calibration": str(calibration),
+                                "calibration_sentences": len(SENTENCES), "components": {"transformer": 37}}
+    before, after = outputs(fp32), outputs(nlp)
+    assert after["ents"] == before["ents"]
+    for p, q in zip(before["probs"], after["probs"]):
+        assert numpy.allclose(p, q, atol=0.05), (p, q)
+    # not the plain int8 copy: the smoothing changed the encoder
+    assert not all(numpy.array_equal(x, y) for x, y in zip(outputs(spacy.load(int8_dir))["vectors"],
+                                                            after["vectors"]))
+    nlp.to_disk(tmp_path / "again")
+    assert_identical(outputs(spacy.load(tmp_path / "again")), after)
+    assert_identical(outputs(pickle.loads(pickle.dumps(nlp))), after)
+    fresh = spacy.load(out)
+    fresh.from_bytes(nlp.to_bytes())
+    assert_identical(outputs(fresh), after)
+    texts = ["Google released TensorFlow .", "", "Paris is in France ."]
+    called = [[(e.text, e.label_) for e in nlp(t).ents] for t in texts]
+    assert [[(e.text, e.label_) for e in d.ents] for d in nlp.pipe(texts, batch_size=2)] == called
+    # a text file of tokenised sentences works too; --calibration-size takes the first ones
+    text = tmp_path / "calibration.txt"
+    text.write_text("\n".join(" ".join(words) for _, words, _ in SENTENCES) + "\n", encoding="utf8")
+    result = quantize(model=fp32_dir, output=tmp_path / "from_text", calibration=text, calibration_size=2)
+    assert result["smoothed"] == {"transformer": 37} and result["calibration_sentences"] == 2
+
+
+def test_quantize_calibration_errors_name_the_setting(fp32_dir, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["quantize", str(fp32_dir), str(out), "--calibration", str(tmp_path / "none.spacy")])
+    assert res.exit_code == 1 and f"calibration: {tmp_path / 'none.spacy'} does not exist" in res.output
+    (tmp_path / "ok.txt").write_text("Paris is in France .\n", encoding="utf8")
+    for bad in ("0", "1.5", "-0.2"):
+        res = runner.invoke(app, ["quantize", str(fp32_dir), str(out), "--calibration",
+                                  str(tmp_path / "ok.txt"), "--smoothing", bad])
+        assert res.exit_code == 1 and f"smoothing must be a number in (0, 1], got {float(bad)!r}" in res.output
+    res = runner.invoke(app, ["quantize", str(fp32_dir), str(out), "--calibration",
+                              str(tmp_path / "ok.txt"), "--calibration-size", "0"])
+    assert res.exit_code == 1 and "calibration_size must be a whole number >= 1, got 0" in res.output
+    columns = tmp_path / "columns.txt"
+    columns.write_text("Paris B-LOC\nis O\n", encoding="utf8")
+    res = runner.invoke(app, ["quantize", str(fp32_dir), str(out), "--calibration", str(columns)])
+    assert res.exit_code == 1 and f"calibration: Text {columns} is a token/tag column file" in res.output
+    (tmp_path / "blank.txt").write_text("\n\n", encoding="utf8")
+    res = runner.invoke(app, ["quantize", str(fp32_dir), str(out), "--calibration", str(tmp_path / "blank.txt")])
+    assert res.exit_code == 1 and "holds no sentence" in res.output
+    assert not out.exists()
+
+
 @pytest.fixture(scope="module")
 def int8_package(int8_dir, tmp_path_factory):
     """``spacy package`` of the quantized copy (the package's source folder, not built)."""

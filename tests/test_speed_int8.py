@@ -23,7 +23,7 @@ def speed():
 def args_for(**kwargs):
     base = dict(trained=[], study_workdir=None, methods="trf_target,trf_finetune", seeds="",
                 domains="ai,music", rounds=2, rounds_done=2, batch_size=256, infer_docs=0,
-                max_batch_items=0, argv=["--int8"])
+                max_batch_items=0, argv=["--int8"], calibration="")
     return argparse.Namespace(**{**base, **kwargs})
 
 
@@ -97,4 +97,27 @@ def test_rows_ratio_per_round_and_f1_change(speed, tmp_path):
     report = (tmp_path / "r.md").read_text()
     assert "| int8 inference >= 2.0x spaCy ner + MiniLM, 1 thread(s) | ai | 2.15 | yes |" in report
     assert "| int8 inference >= 1.5x spaCy ner + MiniLM, 2 thread(s) | ai | 1.20 | **no** |" in report
-    assert "| test F1 change >= -0.5 (mean over 1 pipeline(s)) | ai | -0.30 | yes |" in report
+    assert "| int8 test F1 change >= -0.5 (mean over 1 pipeline(s)) | ai | -0.30 | yes |" in report
+    assert "int8-smooth" not in report
+
+
+def test_smoothed_variant_rows_and_targets(speed, tmp_path):
+    """--calibration adds the int8-smooth variant: its own rows after int8, its own targets."""
+    runs = runs_of([
+        ("p", "ai", "fp32", 1, [(100, 50.0)]),
+        ("p", "ai", "int8-smooth", 1, [(190, 49.9)]),
+        ("p", "ai", "int8", 1, [(200, 49.0)]),
+        ("spacy_ner_minilm", "ai", "spacy_ner_minilm", 1, [(100, 3.0)]),
+    ])
+    rows = speed.int8_rows(runs)
+    assert [r["variant"] for r in rows] == ["fp32", "int8", "int8-smooth", "spacy_ner_minilm"]
+    smooth = rows[2]
+    assert smooth["test_f1_change"] == pytest.approx(-0.1) and smooth["ratio_to_spacy_ner_minilm"] == pytest.approx(1.9)
+    args = args_for(output=str(tmp_path / "r.md"), json=str(tmp_path / "r.json"), rounds=1, rounds_done=1,
+                    calibration="CORPUS/{domain}/train.spacy")
+    speed.write_int8_report(args, rows, 60.0, "0.5 / 0.7", tiny=False)
+    report = (tmp_path / "r.md").read_text()
+    assert "int8-smooth = the same with `--calibration CORPUS/{domain}/train.spacy`" in report
+    assert "| int8 test F1 change >= -0.5 (mean over 1 pipeline(s)) | ai | -1.00 | **no** |" in report
+    assert "| int8-smooth test F1 change >= -0.5 (mean over 1 pipeline(s)) | ai | -0.10 | yes |" in report
+    assert "| int8-smooth inference >= 2.0x spaCy ner + MiniLM, 1 thread(s) | ai | 1.90 | **no** |" in report

@@ -9,15 +9,26 @@ The helpers here are load hooks of the encoder built by
 are loaded and then quantized, and int8 weights (the state a quantized pipeline saves) are
 loaded into an encoder quantized first. Everything is a module-level function or a plain
 object, so a pipeline holding them pickles.
+
+Smoothing (SmoothQuant, Xiao et al. 2023): a dynamic int8 layer quantizes its input with one
+scale per batch, so a few input channels with large values (BERT-style encoders have them)
+leave little resolution for the rest. ``smooth_and_quantize`` divides each input channel ``j``
+of a linear layer by ``s_j = a_j ** alpha / w_j ** (1 - alpha)`` (``a_j``: the largest input
+value seen on calibration text, ``w_j``: the largest weight of the channel) and multiplies the
+weight's column ``j`` by ``s_j``: the same function in fp32, with the range moved from the
+activations into the per-channel-quantized weights. The divisors are a buffer
+(``smooth_inv``) of the int8 layer, applied by a forward pre-hook, and saved with the weights.
 """
+import contextlib
 import warnings
-from typing import Any, List
+from typing import Any, Dict, Iterator, List
 
 import torch
 from torch import nn
 
 PACKED_SUFFIX = "_packed_params._packed_params"
 SETTING = "spacy_crossner.Int8TransformerModel.v1"
+SMOOTH_BUFFER = "smooth_inv"
 
 
 def is_quantized(module: nn.Module) -> bool:
@@ -62,6 +73,85 @@ def quantize_linears(module: nn.Module, per_channel: bool = True) -> nn.Module:
         warnings.filterwarnings("ignore", message=".*quantize_per_channel.*")
         quantize_dynamic(module, {nn.Linear: qconfig}, dtype=torch.qint8, inplace=True)
     return module
+
+
+@contextlib.contextmanager
+def record_input_ranges(module: nn.Module) -> Iterator[Dict[str, torch.Tensor]]:
+    """Record, while the block runs, the largest absolute input value of every input channel of
+    each ``nn.Linear`` of ``module`` (over every forward pass inside the block).
+
+    module (nn.Module): an fp32 module.
+    YIELDS (Dict[str, torch.Tensor]): filled as the module runs: {linear layer name: tensor of
+        shape (in_features,)}; a layer that did not run has no entry.
+    """
+    ranges: Dict[str, torch.Tensor] = {}
+
+    def record(name: str):
+        def hook(layer: nn.Module, args: Any) -> None:
+            x = args[0].detach()
+            top = x.abs().reshape(-1, x.shape[-1]).amax(0).float().cpu()
+            ranges[name] = torch.maximum(ranges[name], top) if name in ranges else top
+        return hook
+
+    handles = [layer.register_forward_pre_hook(record(name))
+               for name, layer in module.named_modules() if isinstance(layer, nn.Linear)]
+    try:
+        yield ranges
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _smooth_input(layer: nn.Module, args: Any) -> Any:
+    """Forward pre-hook of a smoothed layer: its input divided channel-wise by the smoothing."""
+    return (args[0] * getattr(layer, SMOOTH_BUFFER),) + tuple(args[1:])
+
+
+def add_smoothing(layer: nn.Module, inverse: torch.Tensor) -> None:
+    """Give ``layer`` the input multipliers ``inverse`` (a buffer saved with its weights) and the
+    pre-hook that applies them; a layer that has them gets the new values only."""
+    if SMOOTH_BUFFER in layer._buffers:
+        setattr(layer, SMOOTH_BUFFER, inverse)
+        return
+    layer.register_buffer(SMOOTH_BUFFER, inverse)
+    layer.register_forward_pre_hook(_smooth_input)
+
+
+def smooth_and_quantize(module: nn.Module, ranges: Dict[str, torch.Tensor], alpha: float = 0.8,
+                        per_channel: bool = True) -> int:
+    """Smooth every ``nn.Linear`` of ``module`` that has an input range (module docstring), then
+    quantize every ``nn.Linear`` of it (``quantize_linears``).
+
+    module (nn.Module): an fp32 module on the CPU.
+    ranges (Dict[str, torch.Tensor]): from ``record_input_ranges``.
+    alpha (float): how much of the input range moves into the weights, in (0, 1].
+    per_channel (bool): see ``quantize_linears``.
+    RETURNS (int): the number of smoothed layers.
+    """
+    if not 0 < alpha <= 1:
+        raise ValueError(f"alpha (the smoothing strength) must be in (0, 1], got {alpha!r}")
+    scales: Dict[str, torch.Tensor] = {}
+    for name, layer in module.named_modules():
+        if isinstance(layer, nn.Linear) and name in ranges:
+            if ranges[name].shape != (layer.in_features,):
+                raise ValueError(f"the input range of {name} has shape {tuple(ranges[name].shape)}, "
+                                 f"not ({layer.in_features},)")
+            weight = layer.weight.detach()
+            top_w = weight.abs().amax(0).float().clamp(min=1e-5)
+            scale = (ranges[name].to(top_w.device).clamp(min=1e-5).pow(alpha)
+                     / top_w.pow(1 - alpha)).clamp(min=1e-5)
+            with torch.no_grad():
+                layer.weight.mul_(scale.to(weight.dtype))
+            scales[name] = scale
+    quantize_linears(module, per_channel=per_channel)
+    for name, scale in scales.items():
+        add_smoothing(module.get_submodule(name), (1.0 / scale).float())
+    return len(scales)
+
+
+def count_smoothed(module: nn.Module) -> int:
+    """The number of layers of ``module`` with smoothing multipliers."""
+    return sum(SMOOTH_BUFFER in m._buffers for m in module.modules())
 
 
 def _on_cpu() -> bool:
@@ -113,7 +203,15 @@ class _LoadHooks:
                     "pipeline it was made from on the GPU."
                 )
             quantize_linears(module, per_channel=self.per_channel)
-        elif not packed and is_quantized(module):
+        if packed:
+            # smoothed layers (smooth_and_quantize): their multipliers are loaded into a buffer
+            # that must exist first
+            suffix = "." + SMOOTH_BUFFER
+            for key, value in state_dict.items():
+                if key.endswith(suffix):
+                    add_smoothing(module.get_submodule(key[: -len(suffix)]),
+                                  torch.ones(value.shape, dtype=value.dtype))
+        elif is_quantized(module):
             # fp32 weights into an encoder already quantized: spacy-transformers retries a
             # failed strict load (weights of another transformers version) with strict=False,
             # after the first try was quantized by after_load
@@ -177,6 +275,7 @@ class Int8ModelLoader:
 
 
 __all__: List[str] = [
-    "Int8ModelLoader", "add_int8_hooks", "count_int8_linears", "is_quantized", "quantize_linears",
-    "restore_float_linears",
+    "Int8ModelLoader", "add_int8_hooks", "add_smoothing", "count_int8_linears", "count_smoothed",
+    "is_quantized", "quantize_linears", "record_input_ranges", "restore_float_linears",
+    "smooth_and_quantize",
 ]
