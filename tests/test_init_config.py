@@ -91,13 +91,31 @@ def reference_text(name: str, commit: str = REFERENCE_COMMIT):
 def generated(name: str) -> Config:
     choice = study_configs.STUDY_CONFIGS[name]
     return compose(arch=choice.arch, features=choice.features, setting=choice.setting,
-                   overrides=choice.overrides, mix=choice.mix)
+                   overrides=choice.overrides, mix=choice.mix, fine_tune=choice.fine_tune)
+
+
+@pytest.mark.parametrize("name", sorted(study_configs.AFTER_STUDY))
+def test_configs_after_the_study_are_their_base_with_another_optimizer(name):
+    """An entry added after the study (issue 47) trains what its base trains, with only the
+    optimizer changed: the same settings outside [training.optimizer], and an optimizer that is
+    not the base's."""
+    new, base = fill(generated(name)), fill(generated(study_configs.AFTER_STUDY[name]))
+    assert study_configs.STUDY_CONFIGS[name].fine_tune is not None
+    new_opt, base_opt = new["training"].pop("optimizer"), base["training"].pop("optimizer")
+    assert new_opt != base_opt
+    assert new.to_str(interpolate=False) == base.to_str(interpolate=False)
+    # and the variant's optimizer is the one of its FineTune
+    tune = study_configs.STUDY_CONFIGS[name].fine_tune
+    assert new_opt["@optimizers"] == "spacy_crossner.GroupedAdam.v1"
+    assert (new_opt["head_lr_multiplier"], new_opt["layer_decay"]) == (tune.head_lr_multiplier, tune.layer_decay)
+    assert new_opt["learn_rate"]["warmup_steps"] == tune.warmup_steps
 
 
 def test_the_mapping_covers_every_config_the_study_and_project_train():
     import study  # project/scripts/study.py
 
-    assert set(study_configs.STUDY_CONFIGS) == set(REFERENCE)
+    assert set(study_configs.STUDY_CONFIGS) == set(REFERENCE) | set(study_configs.AFTER_STUDY)
+    assert not set(REFERENCE) & set(study_configs.AFTER_STUDY)
     project = (ROOT / "project" / "project.yml").read_text()
     named = set(re.findall(r"configs/\$\{vars\.(\w+)\}", project))
     defaults = dict(re.findall(r'^  (config_\w+): "?(\w+)"?', project, re.M))

@@ -119,7 +119,7 @@ def test_stopping_settings_given_on_the_command_line_win_over_the_protocol(tmp_p
     overrides = overrides_of(targs)
     assert overrides["training.patience"] == 800
     assert overrides["training.eval_frequency"] == (100 if features == "minilm" else 200)
-    assert overrides["training.max_steps"] == (30000 if name == "pgn_uda" else 20000)
+    assert overrides["training.max_steps"] == {"pgn_uda": 30000, "trf_finetune_tuned": 2000}.get(name, 20000)
 
 
 def check_overrides_exist(config: Path, overrides: dict):
@@ -143,9 +143,10 @@ def test_train_args_of_our_configs_name_existing_settings(tmp_path, name, featur
     overrides = overrides_of(targs)
     check_overrides_exist(Path(targs[0]), overrides)
     # the study's protocol: MiniLM runs evaluate every 100 steps with patience 400, the others
-    # every 200 with 1,600; PGN UDA may run to 30,000 steps, the others to 20,000
+    # every 200 with 1,600; PGN UDA may run to 30,000 steps, the tuned fine-tune (its learning rate
+    # decays to 0 at max_steps) to 2,000, the others to 20,000
     assert overrides["system.seed"] == 555
-    assert overrides["training.max_steps"] == (30000 if name == "pgn_uda" else 20000)
+    assert overrides["training.max_steps"] == {"pgn_uda": 30000, "trf_finetune_tuned": 2000}.get(name, 20000)
     assert ("training.patience" in overrides) == method.early_stopping
     assert ("training.eval_frequency" in overrides) == method.early_stopping
     if method.early_stopping:
@@ -400,7 +401,7 @@ def test_report_from_fake_results(tmp_path):
     # the source-only model on all types (20) and, in its own line, on the source's types (40)
     assert "| 4 | bilstm_source | wordchar | 20.00 ± 0.00 | – | 20.00 (1 of 2) |" in text
     assert "| 4 | bilstm_source, on the source's types | wordchar | 40.00 ± 0.00 | – | 40.00 (1 of 2) |" in text
-    assert "No results yet for row(s) 1, 5, 7." in text
+    assert "No results yet for row(s) 1, 5, 7, 10." in text
     summary = (tmp_path / "study_summary.md").read_text()
     assert "| 8 | dapt_token | minilm | 4 (2 domains) | 59.00 | trf_target | 3.50 ± 0.58 | reproduced in direction | +2.00 | 63.72 (BERT-base-cased) |" in summary
     assert "| 9 | spacy_ner_sm_target | spacy_sm | 4 (2 domains) | 57.00 | – | – | – | – | – |" in summary
@@ -663,3 +664,14 @@ def test_common_options_drop_the_selection_of_runs():
     argv = ["run", "--rows", "1", "3", "--features=minilm", "--max-steps", "5", "--with-baselines",
             "--workdir", "/w", "--scheduler", "tcp://x:1", "--gpu-id", "0"]
     assert study.common_options(argv) == ["--max-steps", "5", "--workdir", "/w", "--gpu-id", "0"]
+
+
+def test_issue_47_rows_run_only_when_named(tmp_path):
+    """Row 10 (issue 47's parts) is not in the default selection: the study of rows 1-9 stays what
+    it was; naming the row or the method plans it, against its baseline."""
+    default = {m for m, *_ in plan(args_for(tmp_path, "--features", "minilm", "--domains", "ai", "--seeds", "555"))}
+    assert "trf_finetune" in default and "trf_finetune_tuned" not in default
+    for given in (["--rows", "10"], ["--methods", "trf_finetune_tuned"]):
+        runs = plan(args_for(tmp_path, *given, "--features", "minilm", "--domains", "ai", "music", "--seeds", "555"))
+        assert runs == [("trf_finetune_tuned", "ai", 555, "minilm"), ("trf_finetune_tuned", "music", 555, "minilm")]
+    assert study.BY_NAME["trf_finetune_tuned"].baseline_of == "trf_finetune"
