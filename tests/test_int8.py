@@ -326,6 +326,48 @@ def test_smoothing_keeps_the_function_and_helps_an_outlier_channel():
         smooth_and_quantize(layer(), ranges, alpha=0.0)
 
 
+def test_activation_range_full_or_reduced(fp32_dir, int8_dir, monkeypatch):
+    """int8 inputs keep 8 bits (reduce_range=False) on AVX512-VNNI CPUs, 7 (torch's default)
+    elsewhere; the config's full_range overrides the CPU check; the weights are the same."""
+    import torch
+    from torch import nn
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    from spacy_crossner.models.pytorch_int8 import (
+        FullRangeDynamicLinear, count_full_range, quantize_linears, set_activation_range,
+    )
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 32) * 3
+    layer = quantize_linears(nn.Sequential(nn.Linear(32, 8)), full_range=True)
+    assert type(layer[0]) is FullRangeDynamicLinear and count_full_range(layer) == 1
+    packed = layer[0]._packed_params._packed_params
+    full = layer(x)
+    assert torch.equal(full, torch.ops.quantized.linear_dynamic(x, packed, reduce_range=False))
+    set_activation_range(layer, False)
+    assert type(layer[0]) is DynamicLinear and count_full_range(layer) == 0
+    reduced = layer(x)
+    assert torch.equal(reduced, torch.ops.quantized.linear_dynamic(x, packed, reduce_range=True))
+    assert not torch.equal(full, reduced)
+    assert torch.equal(pickle.loads(pickle.dumps(set_activation_range(layer, True)))(x), full)
+    # None: by the CPU
+    monkeypatch.setattr(pytorch_int8, "cpu_has_avx512_vnni", lambda: False)
+    assert count_full_range(quantize_linears(nn.Sequential(nn.Linear(4, 4)))) == 0
+    monkeypatch.setattr(pytorch_int8, "cpu_has_avx512_vnni", lambda: True)
+    assert count_full_range(quantize_linears(nn.Sequential(nn.Linear(4, 4)))) == 1
+    # the pipeline setting, on a saved int8 copy and on the fp32 pipeline loaded as int8
+    monkeypatch.setattr(pytorch_int8, "cpu_has_avx512_vnni", lambda: False)
+    key = "components.transformer.model.full_range"
+    assert count_full_range(spacy.load(int8_dir).get_pipe("transformer").model.transformer) == 0
+    for path, extra in ((int8_dir, {}), (fp32_dir, OVERRIDE)):
+        nlp = spacy.load(path, config={**extra, key: True})
+        assert n_int8(nlp) == 37 and count_full_range(nlp.get_pipe("transformer").model.transformer) == 37
+    assert count_full_range(spacy.load(int8_dir, config={key: False}).get_pipe("transformer").model.transformer) == 0
+    # spaCy's config check names the setting
+    with pytest.raises(Exception, match=r"transformer.model -> full_range.*'yes' is not"):
+        spacy.load(int8_dir, config={key: "yes"})
+
+
 def test_quantize_with_calibration_smooths_and_round_trips(fp32_dir, int8_dir, tmp_path):
     """--calibration: every linear layer smoothed on the calibration text; the copy gives the same
     entities as the fp32 original on the training sentences, and is exact after a save and load,

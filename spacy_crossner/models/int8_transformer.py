@@ -40,6 +40,7 @@ def build_int8_transformer_model(
     mixed_precision: bool = False,
     grad_scaler_config: Optional[Dict[str, Any]] = None,
     per_channel: bool = True,
+    full_range: Optional[bool] = None,
 ) -> Model[List[Doc], Any]:
     """spacy-transformers' TransformerModel.v3 whose encoder is int8-quantized on load (CPU).
 
@@ -51,6 +52,9 @@ def build_int8_transformer_model(
     grad_scaler_config (Optional[Dict[str, Any]]): as in v3.
     per_channel (bool): one int8 scale per output channel of each weight matrix (True, more
         accurate) or one per matrix (False).
+    full_range (Optional[bool]): the int8 layers' inputs quantized to 8 bits (true) or to torch's
+        7 (false); null (the default): 8 where the CPU has AVX512-VNNI, which accumulates in 32
+        bits (models/pytorch_int8.py). Decided when the pipeline loads; the weights are the same.
     RETURNS (Model[List[Doc], FullTransformerBatch]): a spacy-transformers TransformerModel.
     """
     from spacy_transformers.data_classes import HFObjects
@@ -61,6 +65,11 @@ def build_int8_transformer_model(
         raise ValueError(
             "[components.transformer.model] per_channel of spacy_crossner.Int8TransformerModel.v1 "
             f"must be true or false, got {per_channel!r}"
+        )
+    if full_range is not None and not isinstance(full_range, bool):
+        raise ValueError(
+            "[components.transformer.model] full_range of spacy_crossner.Int8TransformerModel.v1 "
+            f"must be true, false or null (null: by the CPU), got {full_range!r}"
         )
     tokenizer_config = dict(tokenizer_config or {})
     transformer_config = dict(transformer_config or {})
@@ -80,6 +89,6 @@ def build_int8_transformer_model(
         convert_outputs=plain.attrs["convert_outputs"],
         mixed_precision=mixed_precision,
         grad_scaler_config=dict(grad_scaler_config or {}),
-        model_cls=Int8ModelLoader(per_channel),
+        model_cls=Int8ModelLoader(per_channel, full_range),
     )
     return model
