@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from machine import cpu_model, utc_now  # noqa: E402
-from int8_smoothing import pipelines  # noqa: E402
+from int8_smoothing import kept_notes, pipelines  # noqa: E402
 
 
 def measure(subject: Dict, corpus: Path, tmp: Path) -> Dict:
@@ -113,11 +113,6 @@ def write_report(args, rows: List[Dict], minutes: float) -> None:
         lines += ["", f"![reliability on test, before and after]({png.name})"]
     Path(args.output).write_text("\n".join(lines) + "\n" + kept_notes(args.output))
 
-
-def kept_notes(path) -> str:
-    """The hand-written "## Notes" section of the previous report, kept across runs."""
-    old = Path(path).read_text() if Path(path).exists() else ""
-    return old[old.index("\n## Notes"):] if "\n## Notes" in old else ""
 
 
 def main() -> None:

@@ -101,7 +101,13 @@ def write_report(args, rows: List[Dict], minutes: float) -> None:
     for key in dict.fromkeys((r["pipeline"], r["domain"]) for r in rows):
         by = {r["variant"]: r["dev_f1"] for r in rows if (r["pipeline"], r["domain"]) == key}
         lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(f"{by[v]:.2f}" if v in by else "" for v in variants) + " |")
-    Path(args.output).write_text("\n".join(lines) + "\n")
+    Path(args.output).write_text("\n".join(lines) + "\n" + kept_notes(args.output))
+
+
+def kept_notes(path) -> str:
+    """The hand-written "## Notes" section of the previous report, kept across runs."""
+    old = Path(path).read_text() if Path(path).exists() else ""
+    return old[old.index("\n## Notes"):] if "\n## Notes" in old else ""
 
 
 def main() -> None:

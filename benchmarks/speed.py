@@ -327,14 +327,14 @@ TARGETS = [
 DEPLOY_NOTES = "## Deploy settings"
 
 
-def kept_notes(path) -> str:
-    """The hand-written deploy notes (issue 50) at the end of an earlier report, from their
-    heading on: a rerun rewrites the measurements and keeps them."""
+def kept_notes(path, heading: str = DEPLOY_NOTES) -> str:
+    """The hand-written notes at the end of an earlier report, from their heading on: a rerun
+    rewrites the measurements and keeps them."""
     try:
         text = Path(path).read_text()
     except OSError:
         return ""
-    at = text.find("\n" + DEPLOY_NOTES)
+    at = text.find("\n" + heading)
     return text[at:] if at >= 0 else ""
 
 
@@ -679,7 +679,7 @@ def write_int8_report(args, rows: List[Dict], total: float, load: str, tiny: boo
                 met = "n/a (tiny)" if tiny else ("yes" if value >= -0.5 else "**no**")
                 lines.append(f"| {variant} test F1 change >= -0.5 (mean over {len(changes)} pipeline(s)) | "
                              f"{domain} | {value:+.2f} | {met} |")
-    (Path(args.output)).write_text("\n".join(lines) + "\n")
+    (Path(args.output)).write_text("\n".join(lines) + "\n" + kept_notes(args.output, "## Notes"))
 
 
 def main() -> None:

@@ -99,6 +99,11 @@ def test_rows_ratio_per_round_and_f1_change(speed, tmp_path):
     assert "| int8 inference >= 1.5x spaCy ner + MiniLM, 2 thread(s) | ai | 1.20 | **no** |" in report
     assert "| int8 test F1 change >= -0.5 (mean over 1 pipeline(s)) | ai | -0.30 | yes |" in report
     assert "int8-smooth" not in report
+    # hand-written notes after the tables survive a rerun, once
+    (tmp_path / "r.md").write_text(report + "\n## Notes\n\nby hand\n")
+    speed.write_int8_report(args, rows, 60.0, "0.5 / 0.7", tiny=False)
+    again = (tmp_path / "r.md").read_text()
+    assert again.count("by hand") == 1 and again.startswith(report)
 
 
 def test_smoothed_variant_rows_and_targets(speed, tmp_path):
