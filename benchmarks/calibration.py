@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from machine import cpu_model, utc_now  # noqa: E402
-from int8_smoothing import kept_notes, pipelines  # noqa: E402
+from int8_smoothing import add_pipeline_args, kept_notes, subjects_of  # noqa: E402
 
 
 def measure(subject: Dict, corpus: Path, tmp: Path) -> Dict:
@@ -117,21 +117,13 @@ def write_report(args, rows: List[Dict], minutes: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--study-workdir", type=Path, required=True, help="the study's --workdir")
-    parser.add_argument("--corpus", type=Path, required=True, help="converted corpora: DOMAIN/{dev,test}.spacy")
-    parser.add_argument("--methods", default="trf_finetune", help="study methods (comma-separated)")
-    parser.add_argument("--domains", default="ai,literature,music,politics,science")
-    parser.add_argument("--seeds", default="", help="seeds (comma-separated; default all)")
+    add_pipeline_args(parser, "dev,test")
     parser.add_argument("--output", default=str(RESULTS / "calibration.md"))
     parser.add_argument("--json", default=str(RESULTS / "calibration.json"))
     args = parser.parse_args()
     args.argv = sys.argv[1:]
     warnings.filterwarnings("ignore")
-    subjects = pipelines(args.study_workdir, args.methods.split(","), args.domains.split(","),
-                         [s for s in args.seeds.split(",") if s])
-    if not subjects:
-        sys.exit(f"--study-workdir {args.study_workdir}: no {args.methods}-DOMAIN-minilm-sSEED/model-best "
-                 f"for the domains {args.domains}")
+    subjects = subjects_of(args)
     start = time.time()
     rows: List[Dict] = []
     with tempfile.TemporaryDirectory(prefix="calibration_") as tmp:

@@ -110,13 +110,31 @@ def kept_notes(path) -> str:
     return old[old.index("\n## Notes"):] if "\n## Notes" in old else ""
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_pipeline_args(parser: argparse.ArgumentParser, splits: str) -> None:
+    """The options that name the trained pipelines and their corpora (this script's and
+    calibration.py's)."""
     parser.add_argument("--study-workdir", type=Path, required=True, help="the study's --workdir")
-    parser.add_argument("--corpus", type=Path, required=True, help="converted corpora: DOMAIN/{train,dev}.spacy")
+    parser.add_argument("--corpus", type=Path, required=True, help=f"converted corpora: DOMAIN/{{{splits}}}.spacy")
     parser.add_argument("--methods", default="trf_finetune", help="study methods (comma-separated)")
     parser.add_argument("--domains", default="ai,literature,music,politics,science")
     parser.add_argument("--seeds", default="", help="seeds (comma-separated; default all)")
+
+
+def subjects_of(args) -> List[Dict]:
+    """The pipelines the options name; exits with what was looked for when there is none."""
+    if not args.study_workdir.is_dir():
+        sys.exit(f"--study-workdir {args.study_workdir}: no such directory (the study's --workdir)")
+    found = pipelines(args.study_workdir, args.methods.split(","), args.domains.split(","),
+                      [s for s in args.seeds.split(",") if s])
+    if not found:
+        sys.exit(f"--study-workdir {args.study_workdir}: no {args.methods}-DOMAIN-minilm-sSEED/model-best "
+                 f"for the domains {args.domains}")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_pipeline_args(parser, "train,dev")
     parser.add_argument("--alphas", default="0.5,0.7,0.8,0.9,1.0", help="smoothing strengths")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--output", default=str(RESULTS / "int8_smoothing.md"))
@@ -127,11 +145,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    subjects = pipelines(args.study_workdir, args.methods.split(","), args.domains.split(","),
-                         [s for s in args.seeds.split(",") if s])
-    if not subjects:
-        sys.exit(f"--study-workdir {args.study_workdir}: no {args.methods}-DOMAIN-minilm-sSEED/model-best "
-                 f"for the domains {args.domains}")
+    subjects = subjects_of(args)
     alphas = [float(a) for a in args.alphas.split(",")]
     start = time.time()
     rows: List[Dict] = []

@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,6 +31,15 @@ def test_smoothing_finds_pipelines_and_reports_mean_changes(tmp_path):
     (tmp_path / "trf_finetune-science-minilm-s555").mkdir()  # no model-best: not found
     found = smoothing.pipelines(tmp_path, ["trf_finetune"], ["ai", "music", "science"], ["555"])
     assert [(f["pipeline"], f["domain"]) for f in found] == [("trf_finetune-s555", "ai"), ("trf_finetune-s555", "music")]
+
+    args = argparse.Namespace(study_workdir=tmp_path / "nope", methods="trf_finetune", domains="ai", seeds="")
+    with pytest.raises(SystemExit, match="nope: no such directory"):
+        smoothing.subjects_of(args)
+    args.study_workdir = tmp_path
+    assert len(smoothing.subjects_of(args)) == 2
+    args.domains = "science"
+    with pytest.raises(SystemExit, match="no trf_finetune-DOMAIN-minilm-sSEED/model-best for the domains science"):
+        smoothing.subjects_of(args)
 
     rows = []
     for domain, values in (("ai", {"fp32": 60.0, "int8": 59.0, "int8-smooth0.8": 60.2}),
