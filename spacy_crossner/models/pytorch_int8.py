@@ -46,15 +46,11 @@ def is_quantized(module: nn.Module) -> bool:
     module (nn.Module): any torch module.
     RETURNS (bool): True if at least one int8 dynamic ``Linear`` is inside.
     """
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
     return any(isinstance(m, DynamicLinear) for m in module.modules())
 
 
 def count_int8_linears(module: nn.Module) -> int:
     """The number of int8 dynamic ``Linear`` layers inside ``module``."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
     return sum(isinstance(m, DynamicLinear) for m in module.modules())
 
 
@@ -225,8 +221,6 @@ def restore_float_linears(module: nn.Module) -> nn.Module:
     module (nn.Module): a quantized module (on the CPU).
     RETURNS (nn.Module): ``module`` itself.
     """
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, DynamicLinear):
