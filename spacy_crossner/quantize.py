@@ -58,9 +58,7 @@ DEFAULT_SMOOTHING = 0.8
 DEFAULT_CALIBRATION_SIZE = 500
 
 
-def _calibration_docs(calibration: Union[str, Path], size: int, vocab) -> List[Any]:
-    from spacy.tokens import Doc
-
+def _calibration_sentences(calibration: Union[str, Path], size: int) -> List[List[str]]:
     from .self_train import PseudoLabelError, read_sentences
 
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
@@ -71,7 +69,7 @@ def _calibration_docs(calibration: Union[str, Path], size: int, vocab) -> List[A
         raise QuantizeError(f"calibration: {err}") from None
     if not sentences:
         raise QuantizeError(f"calibration: {calibration} holds no sentence")
-    return [Doc(vocab, words=words) for words in sentences[:size]]
+    return sentences[:size]
 
 
 def quantize(
@@ -129,6 +127,8 @@ def quantize(
             raise QuantizeError(f"smoothing must be a number in (0, 1], got {smoothing!r}")
         if not Path(calibration).exists():
             raise QuantizeError(f"calibration: {calibration} does not exist")
+        # read before any pipeline is loaded: a bad file fails fast
+        sentences = _calibration_sentences(calibration, calibration_size)
     found = transformer_components(config)
     todo = [name for name, arch in found.items() if arch != INT8_ARCH]
     if not todo:
@@ -165,8 +165,10 @@ def quantize(
     if calibration is not None:
         # the fp32 pipeline runs the calibration text; its encoders, smoothed and quantized, give
         # the int8 pipeline its weights through the same load path as a saved copy
+        from spacy.tokens import Doc
+
         fp32 = spacy.load(model)
-        docs = _calibration_docs(calibration, calibration_size, fp32.vocab)
+        docs = [Doc(fp32.vocab, words=words) for words in sentences]
         n_calibration = len(docs)
         encoders = {name: fp32.get_pipe(name).model.transformer for name in todo}
         with contextlib.ExitStack() as stack:
