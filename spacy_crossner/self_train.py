@@ -36,7 +36,7 @@ data for the target's labels and head (as its own domain it would get a head and
 and teach the target's nothing). Each round's student is the next round's teacher.
 """
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -320,6 +320,13 @@ class PseudoLabelSummary:
             f"{self.missing_tokens:,} missing; {self.unlabelled_docs:,} docs without any "
             f"annotation -> {self.output}"
         )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The summary as JSON-ready values (the dev choice with its recall)."""
+        record = asdict(self)
+        if self.dev is not None:
+            record["dev"]["recall"] = self.dev.recall
+        return record
 
 
 def pseudo_label(

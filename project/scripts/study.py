@@ -174,6 +174,11 @@ class Method:
     like_for_like: Optional[str] = None
     # a several-sources variant (--extra-sources): the one-source method it extends
     extends: Optional[str] = None
+    # self-training / distillation (issue 47 part 4): the method whose model labels the selected
+    # text (its run of the same domain and seed, or --teacher-seed's), and how the pseudo-labels
+    # leave the tokens outside the kept entities (self_train.MODES)
+    teacher: Optional[str] = None
+    pseudo_mode: str = "missing"
 
 
 # rows 1-9 are the study of the papers' methods, the default selection; later rows only when named
@@ -199,6 +204,18 @@ METHODS = [
     Method("trf_finetune_tuned", 10, "trf_finetune_tuned", baseline_of="trf_finetune", kind="finetune",
            features=("minilm",), stage1="trf_source", init_from=True, max_steps=2000,
            note="issue 47: warm-up 100 + linear decay to step 2,000, head rate x10, layer decay 0.9"),
+    # issue 47 part 4: the selected text of --raw-sizes pseudo-labelled by the teacher (entities
+    # kept from the threshold that reaches --pseudo-min-precision on the target's dev set) as more
+    # target train data of the student: the teacher's own recipe (self-training) or the word/char
+    # BiLSTM-CRF joint (distillation)
+    Method("trf_selftrain", 11, "trf_finetune", baseline_of="trf_finetune", kind="finetune", features=("minilm",),
+           stage1="trf_source", init_from=True, teacher="trf_finetune",
+           note="trf_finetune + the selected text labelled by trf_finetune (kept entities; the rest missing)"),
+    Method("bilstm_distill", 11, "bilstm_joint", baseline_of="bilstm_joint", kind="joint", teacher="trf_finetune",
+           note="bilstm_joint + the selected text labelled by trf_finetune (kept entities; the rest missing)"),
+    Method("bilstm_distill_o", 11, "bilstm_joint", baseline_of="bilstm_joint", kind="joint", teacher="trf_finetune",
+           pseudo_mode="confident-o",
+           note="bilstm_distill with O wherever the teacher decoded no entity (confident-o)"),
     Method("multi_cell_sda", 3, "multi_cell_sda", baseline_of="bilstm_joint", kind="joint",
            features=WORDCHAR + ("sm",)),
     Method("multi_cell_sda_trf", 3, "multi_cell_sda_trf", baseline_of="trf_joint", kind="joint",
@@ -312,6 +329,7 @@ COVERAGE_GOAL = {
     6: "word/char: 5 x 3; MiniLM: ai, music x 2 seeds", 7: "ai, music x >= 2 seeds on CPU; 5 x 3 on a GPU",
     8: "ai, music x >= 2 seeds on CPU; 5 x 3 on a GPU", 9: "5 x 3 (MiniLM peer: as row 2)",
     10: "screen: ai, music x seeds 555/666; a keeper: 5 x 3",
+    11: "screen: ai, music x seeds 555/666; a keeper: 5 x 3",
 }
 
 
@@ -398,8 +416,31 @@ def dapt_dir(args, domain: str, masking: str, raw_size: Optional[int] = None) ->
 
 
 def reads_raw(method: Method) -> bool:
-    """Whether a method reads the target's raw text (``--raw``, or the selected text of a size)."""
-    return method.kind in ("uda", "dapt")
+    """Whether a method reads the target's raw text (``--raw``, or the selected text of a size;
+    self-training and distillation only the selected text)."""
+    return method.kind in ("uda", "dapt") or method.teacher is not None
+
+
+def teacher_run(run: Dict, args) -> Dict:
+    """The run whose model labels a self-training / distillation run's text: the teacher method
+    on the same domain, with --teacher-seed (default: the run's own seed), on its own features."""
+    teacher = BY_NAME[run["method"].teacher]
+    seed = args.teacher_seed or run["seed"]
+    return {"method": teacher, "domain": run["domain"], "seed": seed, "features": teacher.features[0]}
+
+
+def pseudo_dir(args, run: Dict) -> Path:
+    """The pseudo-labelled text of a run: shared by the students of one teacher, text, mode and
+    precision (e.g. a BiLSTM-CRF and a MiniLM student, every student seed)."""
+    method, teacher = run["method"], teacher_run(run, args)
+    return args.workdir / (f"pseudo-{run_id(teacher)}-{raw_tag(args, run['raw_size'])}-{method.pseudo_mode}"
+                           f"-p{args.pseudo_min_precision:g}")
+
+
+def student_config(out: Path) -> Path:
+    """The training config of a self-training / distillation run: its method's config with the
+    pseudo-labelled section, written by ``prepare`` beside the run's output folder."""
+    return out.parent / f"{out.name}.student.cfg"
 
 
 def raw_source_path(args) -> Path:
@@ -583,6 +624,8 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
     if features == "sm":
         cmd += ["--vars.tok2vec_pipeline", sm_pipeline(args)]
     cmd += method.extra
+    if method.teacher:  # the same settings on the config with the pseudo-labelled section
+        cmd[0] = str(student_config(out))
     return cmd
 
 
@@ -672,6 +715,9 @@ def needs(run: Dict, args) -> List[Tuple[str, Path]]:
     if method.kind == "dapt":
         work = dapt_dir(args, run["domain"], method.masking, run.get("raw_size"))
         out.append((f"DAPT {work.name}", work.parent / f"{work.name}.json"))
+    if method.teacher and run.get("raw_size"):
+        work = pseudo_dir(args, run)
+        out.append((f"pseudo-labels {work.name}", work / "summary.json"))
     return out
 
 
@@ -1107,7 +1153,80 @@ def prepare(run: Dict, args, env) -> Dict:
         if not dapt_dir(args, domain, method.masking, raw_size).joinpath("dapt_summary.json").exists():
             print(f"[study] DAPT ({method.masking}) on {raw_text(args, domain, 'DAPT', raw_size)} ...", flush=True)
         extra["dapt"] = run_dapt(args, domain, method.masking, env, raw_size)
+    if method.teacher:
+        extra["pseudo"] = make_pseudo_labels(args, run, env)
+        write_student_config(args, run, Path(extra["pseudo"]["path"]))
     return extra
+
+
+def make_pseudo_labels(args, run: Dict, env) -> Dict:
+    """Label the selected text of the run's size (the general corpus's sentences only, not the
+    target's own train+dev text) with the teacher's model: ``spacy_crossner pseudo-label`` with
+    the threshold chosen on the target's dev set (--pseudo-min-precision). Once per teacher, text,
+    mode and precision; returns what the result JSON says of it (``pseudo``)."""
+    method, domain = run["method"], run["domain"]
+    if not run.get("raw_size"):
+        raise SystemExit(f"{method.name}: give --raw-sizes (and --raw-source select:PATH): its pseudo-labelled "
+                         "text is the text selected from the general corpus")
+    teacher = teacher_run(run, args)
+    model = work_dir(teacher, args) / teacher["method"].keep
+    if not model.exists():
+        raise SystemExit(f"{method.name} on {domain}: its teacher {model} is not trained; run "
+                         f"`study.py run --methods {teacher['method'].name} --domains {domain} --seeds "
+                         f"{teacher['seed']}` with the same --workdir first")
+    out = pseudo_dir(args, run)
+    summary_path = out / "summary.json"
+    if summary_path.exists():
+        return json.loads(summary_path.read_text())
+    text = selection_dir(args, domain, run["raw_size"]) / "select" / "selected.txt"
+    with work_lock(out):
+        if summary_path.exists():
+            return json.loads(summary_path.read_text())
+        out.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "spacy_crossner", "pseudo-label", str(model), str(text),
+               str(out / "pseudo.spacy"), "--domain", domain,
+               "--threshold-from-dev", str(args.corpus / domain / "dev.spacy"),
+               "--min-precision", str(args.pseudo_min_precision), "--mode", method.pseudo_mode,
+               "--summary", str(out / "labelled.json"), "--gpu-id", str(args.gpu_id)]
+        log = out / "pseudo_label.log"
+        proc, wall, cpu = timed(cmd, env, log)
+        if proc.returncode != 0:
+            raise RuntimeError(f"pseudo-label for {out.name} failed, {exit_reason(proc.returncode)} (log: {log})")
+        labelled = json.loads((out / "labelled.json").read_text())
+        # the teacher model's own test score (its run's evaluation, in its work folder)
+        scored = work_dir(teacher, args) / f"test_metrics_{domain}.json"
+        test_f = round(100 * json.loads(scored.read_text())["ents_f"], 2) if scored.exists() else None
+        meta = {"teacher": {"method": teacher["method"].name, "seed": teacher["seed"], "model": str(model),
+                            "test_f": test_f},
+                "text": str(text), "text_sha256": sha256(text), "path": str(out / "pseudo.spacy"),
+                "min_precision": args.pseudo_min_precision, **labelled,
+                "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                "command": " ".join(shlex.quote(c) for c in ["python", *cmd[1:]]), "date": utc_now()}
+        summary_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
+    return meta
+
+
+def write_student_config(args, run: Dict, pseudo: Path) -> Path:
+    """The student's config: its method's config with the run's path settings filled in and
+    the pseudo-labelled corpus as ``[corpora.train.domains.pseudo]`` of the target's domain,
+    unannotated tokens read as missing (``self_train.with_pseudo_corpus``). Rewritten only when
+    its text changes."""
+    from spacy.cli._util import parse_config_overrides
+    from spacy_crossner.self_train import load_student_config, with_pseudo_corpus
+
+    method, domain, features = run["method"], run["domain"], run["features"]
+    work = work_dir(run, args)
+    targs = train_args(method, args, domain, run["seed"], features, work, run.get("raw_size"))
+    settings = [w for pair in zip(targs[1::2], targs[2::2]) if "." in pair[0] for w in pair]
+    base = load_student_config(config_path(method, args, features), parse_config_overrides(settings))
+    cfg = with_pseudo_corpus(base, pseudo, domain, 1.0, "missing")
+    path = student_config(work)
+    text = (f"# {method.name}: configs/{config_path(method, args, features).name} with the pseudo-labelled "
+            f"text of {pseudo.parent.name}; written by project/scripts/study.py\n" + cfg.to_str())
+    if not path.exists() or path.read_text(encoding="utf8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_whole(path, text)
+    return path
 
 
 def evaluate(method: Method, args, domain: str, model: Path, out: Path, env, labels: Optional[str] = None) -> Dict:
@@ -1404,7 +1523,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=["plan", "run", "report", "adopt"])
     p.add_argument("--rows", nargs="*", default=[],
-                   help=f"rows 1-10 (default: 1-{LAST_STUDY_ROW}; row 10, issue 47's parts, only when named)")
+                   help=f"rows 1-11 (default: 1-{LAST_STUDY_ROW}; rows 10 and 11, issue 47's parts, only when named)")
     p.add_argument("--methods", nargs="*", default=[], help="method names (default: all of the rows)")
     p.add_argument("--with-baselines", action="store_true",
                    help="also run the baselines of the selected methods (same features, domains, seeds)")
@@ -1431,6 +1550,12 @@ def parse_args(argv=None):
     p.add_argument("--raw-source", default="",
                    help="with --raw-sizes: select:PATH, the general corpus (a text or JSONL file, or a folder "
                    "of them, e.g. select:../shared/data/raw) that `spacy_crossner select-corpus` ranks")
+    p.add_argument("--teacher-seed", type=int, default=0,
+                   help="self-training / distillation (row 11): the seed of the teacher's run that labels the "
+                   "text (0: each run's own seed)")
+    p.add_argument("--pseudo-min-precision", type=float, default=0.9,
+                   help="self-training / distillation: keep the teacher's entities from the threshold whose "
+                   "kept dev entities reach this precision")
     p.add_argument("--raw-scorer", default="lexical", choices=["lexical", "minilm"],
                    help="with --raw-sizes: select-corpus's --scorer (TF-IDF cosine, or MiniLM sentence embeddings)")
     p.add_argument("--dictionary", type=Path, default=ROOT / "project" / "assets" / "dictionaries" / "conll2003",

@@ -1,4 +1,5 @@
 """The ``pseudo-label`` and ``self-train`` commands (self-training and distillation)."""
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -44,13 +45,22 @@ def pseudo_label_cli(
     mode: str = typer.Option("missing", "--mode", "-m", help=MODE_HELP),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="nlp.pipe batch size."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id for the model, -1 for CPU."),
+    summary_path: Optional[Path] = typer.Option(
+        None, "--summary", help="Also write the summary (threshold, kept and left-out entities, "
+        "token counts, the dev choice) as JSON to this file."
+    ),
 ) -> None:
     """Label raw text with a trained pipeline and keep the confident entities as a labelled
     corpus (a DocBin with each doc's domain) for self-training or distillation."""
+    if summary_path is not None and (summary_path.is_dir() or summary_path.suffix.lower() != ".json"):
+        fail(f"--summary {summary_path}: give the path of a .json file to write")
     try:
         summary = pseudo_label(model=model, text=text, output=output, domain=domain,
                                threshold=threshold, dev=dev, min_precision=min_precision,
                                mode=_mode(mode), batch_size=batch_size, gpu_id=gpu_id)
+        if summary_path is not None:
+            summary_path.parent.mkdir(parents=True, exist_ok=True)
+            summary_path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf8")
     except (PseudoLabelError, OSError) as err:
         fail(str(err))
     typer.echo(summary.describe())
