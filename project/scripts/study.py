@@ -1191,7 +1191,8 @@ def make_pseudo_labels(args, run: Dict, env) -> Dict:
         log = out / "pseudo_label.log"
         proc, wall, cpu = timed(cmd, env, log)
         if proc.returncode != 0:
-            raise RuntimeError(f"pseudo-label for {out.name} failed, {exit_reason(proc.returncode)} (log: {log})")
+            said = (proc.stdout.strip().splitlines() or [""])[-1]
+            raise RuntimeError(f"pseudo-label for {out.name} failed, {exit_reason(proc.returncode)}: {said} (log: {log})")
         labelled = json.loads((out / "labelled.json").read_text())
         # the teacher model's own test score (its run's evaluation, in its work folder)
         scored = work_dir(teacher, args) / f"test_metrics_{domain}.json"
