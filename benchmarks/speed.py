@@ -99,7 +99,7 @@ TRANSFORMER = {
 LISTENER = {
     "@architectures": "spacy-transformers.TransformerListener.v1",
     "grad_factor": 1.0,
-    "pooling": {"@layers": "reduce_first.v1"},
+    "pooling": {"@layers": "spacy_crossner.reduce_first.v1"},
     "upstream": "*",
 }
 

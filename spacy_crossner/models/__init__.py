@@ -5,4 +5,5 @@ from . import moee  # noqa: F401
 from . import label_aware  # noqa: F401
 from . import multi_cell  # noqa: F401
 from . import pgn  # noqa: F401
+from . import pooling  # noqa: F401
 from .base import TaggerOutput, setup_torch_layers  # noqa: F401
