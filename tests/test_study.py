@@ -139,9 +139,12 @@ def check_overrides_exist(config: Path, overrides: dict):
                                            for f in m.features if not m.kind.startswith("spacy")])
 def test_train_args_of_our_configs_name_existing_settings(tmp_path, name, features):
     args, method, targs = run_args(tmp_path, name, features)
-    assert Path(targs[0]) == study.config_path(method, args, features)
+    if method.teacher:  # self-training / distillation: the method's config + the pseudo-labels
+        assert Path(targs[0]) == study.student_config(tmp_path / "work" / "out")
+    else:
+        assert Path(targs[0]) == study.config_path(method, args, features)
     overrides = overrides_of(targs)
-    check_overrides_exist(Path(targs[0]), overrides)
+    check_overrides_exist(study.config_path(method, args, features), overrides)
     # the study's protocol: MiniLM runs evaluate every 100 steps with patience 400, the others
     # every 200 with 1,600; PGN UDA may run to 30,000 steps, the tuned fine-tune (its learning rate
     # decays to 0 at max_steps) to 2,000, the others to 20,000
@@ -401,7 +404,7 @@ def test_report_from_fake_results(tmp_path):
     # the source-only model on all types (20) and, in its own line, on the source's types (40)
     assert "| 4 | bilstm_source | wordchar | 20.00 ± 0.00 | – | 20.00 (1 of 2) |" in text
     assert "| 4 | bilstm_source, on the source's types | wordchar | 40.00 ± 0.00 | – | 40.00 (1 of 2) |" in text
-    assert "No results yet for row(s) 1, 5, 7, 10." in text
+    assert "No results yet for row(s) 1, 5, 7, 10, 11." in text
     summary = (tmp_path / "study_summary.md").read_text()
     assert "| 8 | dapt_token | minilm | 4 (2 domains) | 59.00 | trf_target | 3.50 ± 0.58 | reproduced in direction | +2.00 | 63.72 (BERT-base-cased) |" in summary
     assert "| 9 | spacy_ner_sm_target | spacy_sm | 4 (2 domains) | 57.00 | – | – | – | – | – |" in summary

