@@ -1,6 +1,7 @@
 """Self-training and distillation (issue 47 part 4): pseudo-labels from a tiny BiLSTM-CRF
 teacher trained here, their thresholds and modes, the DocBin read back as a labelled corpus, how
 the component's loss sees unannotated tokens, and ``self-train`` end to end on tiny budgets."""
+import json
 from pathlib import Path
 
 import numpy
@@ -263,6 +264,22 @@ def test_the_command_prints_a_summary_and_fails_cleanly(data, tmp_path):
                                  "--threshold", "0.5", "--mode", "confident-o"])
     assert result.exit_code == 0, result.output
     assert "5 docs (ai, mode confident-o)" in result.output and out.exists()
+    # the summary as JSON, for scripts (the study's row 11 reads it)
+    summary = tmp_path / "sub" / "summary.json"
+    result = runner.invoke(app, ["pseudo-label", str(data["teacher"]), str(data["text"]), str(out),
+                                 "--threshold-from-dev", data["target_dev"], "--min-precision", "0.5",
+                                 "--summary", str(summary)])
+    assert result.exit_code == 0, result.output
+    record = json.loads(summary.read_text())
+    assert record["docs"] == 5 and record["mode"] == "missing" and record["domain"] == "ai"
+    assert record["kept"] + record["rejected"] >= record["kept"] > 0
+    assert record["dev"]["precision"] >= 0.5 and record["threshold"] == record["dev"]["threshold"]
+    assert 0 <= record["dev"]["recall"] <= 1
+    assert record["entity_tokens"] + record["o_tokens"] + record["missing_tokens"] == sum(
+        len(line.split()) for line in TEXT)
+    result = runner.invoke(app, ["pseudo-label", str(data["teacher"]), str(data["text"]), str(out),
+                                 "--threshold", "0.5", "--summary", str(tmp_path / "summary.txt")])
+    assert result.exit_code == 1 and "--summary" in result.output and ".json" in result.output
     result = runner.invoke(app, ["pseudo-label", str(data["teacher"]), str(data["text"]), str(out),
                                  "--threshold", "-1"])
     assert result.exit_code == 1 and "between 0 and 1" in result.output
