@@ -130,24 +130,45 @@ def test_the_mapping_covers_every_config_the_study_and_project_train():
     assert used - set(study_configs.STUDY_CONFIGS) == set()
 
 
+# Changes since the study, made on purpose, as (the study's line, today's): the transformer
+# pooling is spacy_crossner.reduce_first.v1, thinc's reduce_first.v1 but for a token without word
+# pieces (zeros where thinc's fails the batch; tests/test_pooling.py), so the same training on
+# the study's data.
+SINCE_STUDY = [('@layers = "reduce_first.v1"', '@layers = "spacy_crossner.reduce_first.v1"')]
+
+
+def as_today(text: str) -> str:
+    for then, now in SINCE_STUDY:
+        text = text.replace(then, now)
+    return text
+
+
+def as_the_study(config: Config) -> Config:
+    text = config.to_str(interpolate=False)
+    for then, now in SINCE_STUDY:
+        text = text.replace(now, then)
+    return Config().from_str(text, interpolate=False)
+
+
 @pytest.mark.parametrize("name", sorted(REFERENCE))
 def test_study_config_fills_to_the_same_training_as_the_file_the_study_used(name):
     new = generated(name)
     old_text = reference_text(name)
     if old_text is not None:
+        old_text = as_today(old_text)
         # the full comparison: every setting, with its variables and interpolated
         old = Config().from_str(old_text, interpolate=False)
         (old_raw, old_interp), (new_raw, new_interp) = filled_pair(old), filled_pair(new)
         differ = sorted(k for k in set(old_raw) | set(new_raw) if old_raw.get(k, "<absent>") != new_raw.get(k, "<absent>"))
         assert differ == [], {k: (old_raw.get(k, "<absent>"), new_raw.get(k, "<absent>")) for k in differ}
         assert old_interp == new_interp
-        if fingerprint(old) != REFERENCE[name]:
+        if fingerprint(as_the_study(old)) != REFERENCE[name]:
             # a registered function gained a default argument: both sides fill it, so the
             # comparison above holds, but the fingerprints for checkouts without git are stale
             warnings.warn(f"REFERENCE[{name!r}] is stale: it is now {fingerprint(old)!r}")
         return
     # without git history (an sdist, a shallow clone): the fingerprint of the same comparison
-    assert fingerprint(new) == REFERENCE[name], (
+    assert fingerprint(as_the_study(new)) == REFERENCE[name], (
         f"{name} no longer fills to the config the study trained; compare with "
         f"`git show {REFERENCE_COMMIT}:configs/{name}.cfg`")
 
