@@ -94,8 +94,8 @@ def test_plan_names_the_row_11_runs_and_what_they_need_first(tmp_path, capsys):
     assert study.cmd_plan(args) == 0
     printed = capsys.readouterr().out
     # the students of one teacher, text and mode share the pseudo-labels; the modes do not
-    assert printed.count("pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-missing-p0.9") == 2
-    assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-p0.9" in printed
+    assert printed.count("pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-missing-p0.8") == 2
+    assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-p0.8" in printed
     assert "stage 1 trf_source-shared-minilm-s555" in printed
     # row 11 is run only when named
     default = study.parse(["plan", "--domains", "ai", "--workdir", str(tmp_path / "w")])
