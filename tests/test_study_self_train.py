@@ -90,12 +90,14 @@ def test_plan_names_the_row_11_runs_and_what_they_need_first(tmp_path, capsys):
     ids = [study.run_id(r) for r in study.planned(args)]
     assert ids == ["trf_selftrain-ai-minilm-s555-sel_raw_lexical_100000",
                    "bilstm_distill-ai-wordchar+glove-s555-sel_raw_lexical_100000",
-                   "bilstm_distill_o-ai-wordchar+glove-s555-sel_raw_lexical_100000"]
+                   "bilstm_distill_o-ai-wordchar+glove-s555-sel_raw_lexical_100000",
+                   "bilstm_distill_all-ai-wordchar+glove-s555-sel_raw_lexical_100000"]
     assert study.cmd_plan(args) == 0
     printed = capsys.readouterr().out
     # the students of one teacher, text and mode share the pseudo-labels; the modes do not
     assert printed.count("pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-missing-p0.8") == 2
     assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-p0.8" in printed
+    assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-t0)" in printed
     assert "stage 1 trf_source-shared-minilm-s555" in printed
     # row 11 is run only when named
     default = study.parse(["plan", "--domains", "ai", "--workdir", str(tmp_path / "w")])
@@ -168,3 +170,20 @@ def test_a_self_training_student_config_keeps_its_sourced_component(setup, tmp_p
     assert cfg["paths"]["pretrained"].endswith("trf_source-shared-minilm-s555/model-best")
     targs = study.train_args(run["method"], args, "ai", 555, "minilm", study.work_dir(run, args), 60)
     assert targs[0] == str(path)
+
+
+def test_the_whole_decoding_variant_keeps_every_entity_and_marks_o(setup, tmp_path):
+    """bilstm_distill_all: threshold 0 and confident-o, no threshold chosen on dev."""
+    root, work = setup, tmp_path / "work"
+    place_teacher(root, work)
+    run = argv(root, work, "--methods", "bilstm_distill_all", "--seeds", "555", "--max-steps", "4",
+               "--eval-frequency", "2", "--patience", "4", "--raw-sizes", "60",
+               "--raw-source", f"select:{root / 'general'}")
+    assert study.main(["run", *run]) == 0
+    record = json.loads((work / "results" / "bilstm_distill_all-ai-wordchar-s555-sel_general_lexical_60.json").read_text())
+    pseudo = record["pseudo"]
+    assert pseudo["threshold"] == 0.0 and pseudo["dev"] is None and pseudo["min_precision"] is None
+    assert pseudo["rejected"] == 0 and pseudo["mode"] == "confident-o"
+    assert pseudo["o_tokens"] + pseudo["entity_tokens"] == sum(len(d) for d in DocBin().from_disk(
+        pseudo["path"]).get_docs(spacy.blank("en").vocab)) and pseudo["missing_tokens"] == 0
+    assert Path(pseudo["path"]).parent.name.endswith("-confident-o-t0")

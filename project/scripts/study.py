@@ -53,7 +53,8 @@ Rows (issues 13 and 19; each method against the baseline its paper compares to, 
    seed (``--teacher-seed N``: that seed's for every run), with ``spacy_crossner pseudo-label``:
    the entities from the threshold whose kept dev entities reach ``--pseudo-min-precision``
    (default 0.8), every other token missing (``bilstm_distill``, ``trf_selftrain``) or, in
-   ``bilstm_distill_o``, O wherever the teacher decoded no entity. The student trains on its
+   ``bilstm_distill_o``, O wherever the teacher decoded no entity; ``bilstm_distill_all`` takes
+   the teacher's whole decoding (every entity at threshold 0, O elsewhere). The student trains on its
    method's config plus that corpus as more target train data (``[corpora.train.domains.pseudo]``,
    unannotated tokens read as missing; the config is written beside the run's output folder):
    ``trf_selftrain`` = trf_finetune's recipe (vs trf_finetune), ``bilstm_distill[_o]`` =
@@ -192,6 +193,9 @@ class Method:
     # leave the tokens outside the kept entities (self_train.MODES)
     teacher: Optional[str] = None
     pseudo_mode: str = "missing"
+    # a fixed threshold on the teacher's entity probabilities (0: every entity it decodes) in place
+    # of the one chosen on dev for --pseudo-min-precision
+    pseudo_threshold: Optional[float] = None
 
 
 # rows 1-9 are the study of the papers' methods, the default selection; later rows only when named
@@ -229,6 +233,9 @@ METHODS = [
     Method("bilstm_distill_o", 11, "bilstm_joint", baseline_of="bilstm_joint", kind="joint", teacher="trf_finetune",
            pseudo_mode="confident-o",
            note="bilstm_distill with O wherever the teacher decoded no entity (confident-o)"),
+    Method("bilstm_distill_all", 11, "bilstm_joint", baseline_of="bilstm_joint", kind="joint", teacher="trf_finetune",
+           pseudo_mode="confident-o", pseudo_threshold=0.0,
+           note="bilstm_joint + the teacher's whole decoding of the selected text (every entity, O elsewhere)"),
     Method("multi_cell_sda", 3, "multi_cell_sda", baseline_of="bilstm_joint", kind="joint",
            features=WORDCHAR + ("sm",)),
     Method("multi_cell_sda_trf", 3, "multi_cell_sda_trf", baseline_of="trf_joint", kind="joint",
@@ -446,8 +453,9 @@ def pseudo_dir(args, run: Dict) -> Path:
     """The pseudo-labelled text of a run: shared by the students of one teacher, text, mode and
     precision (e.g. a BiLSTM-CRF and a MiniLM student, every student seed)."""
     method, teacher = run["method"], teacher_run(run, args)
-    return args.workdir / (f"pseudo-{run_id(teacher)}-{raw_tag(args, run['raw_size'])}-{method.pseudo_mode}"
-                           f"-p{args.pseudo_min_precision:g}")
+    keep = (f"t{method.pseudo_threshold:g}" if method.pseudo_threshold is not None
+            else f"p{args.pseudo_min_precision:g}")
+    return args.workdir / f"pseudo-{run_id(teacher)}-{raw_tag(args, run['raw_size'])}-{method.pseudo_mode}-{keep}"
 
 
 def student_config(out: Path) -> Path:
@@ -1197,10 +1205,13 @@ def make_pseudo_labels(args, run: Dict, env) -> Dict:
             return json.loads(summary_path.read_text())
         out.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "spacy_crossner", "pseudo-label", str(model), str(text),
-               str(out / "pseudo.spacy"), "--domain", domain,
-               "--threshold-from-dev", str(args.corpus / domain / "dev.spacy"),
-               "--min-precision", str(args.pseudo_min_precision), "--mode", method.pseudo_mode,
+               str(out / "pseudo.spacy"), "--domain", domain, "--mode", method.pseudo_mode,
                "--summary", str(out / "labelled.json"), "--gpu-id", str(args.gpu_id)]
+        if method.pseudo_threshold is not None:
+            cmd += ["--threshold", str(method.pseudo_threshold)]
+        else:
+            cmd += ["--threshold-from-dev", str(args.corpus / domain / "dev.spacy"),
+                    "--min-precision", str(args.pseudo_min_precision)]
         log = out / "pseudo_label.log"
         proc, wall, cpu = timed(cmd, env, log)
         if proc.returncode != 0:
@@ -1213,7 +1224,8 @@ def make_pseudo_labels(args, run: Dict, env) -> Dict:
         meta = {"teacher": {"method": teacher["method"].name, "seed": teacher["seed"], "model": str(model),
                             "test_f": test_f},
                 "text": str(text), "text_sha256": sha256(text), "path": str(out / "pseudo.spacy"),
-                "min_precision": args.pseudo_min_precision, **labelled,
+                "min_precision": None if method.pseudo_threshold is not None else args.pseudo_min_precision,
+                **labelled,
                 "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                 "command": " ".join(shlex.quote(c) for c in ["python", *cmd[1:]]), "date": utc_now()}
         summary_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
