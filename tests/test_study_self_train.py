@@ -187,3 +187,36 @@ def test_the_whole_decoding_variant_keeps_every_entity_and_marks_o(setup, tmp_pa
     assert pseudo["o_tokens"] + pseudo["entity_tokens"] == sum(len(d) for d in DocBin().from_disk(
         pseudo["path"]).get_docs(spacy.blank("en").vocab)) and pseudo["missing_tokens"] == 0
     assert Path(pseudo["path"]).parent.name.endswith("-confident-o-t0")
+
+
+def test_the_report_lists_the_pseudo_labels_and_pairs_the_students(tmp_path):
+    import report
+
+    def result(method, seed, f, pseudo=None):
+        record = {"row": study.BY_NAME[method].row, "method": method, "domain": "ai", "seed": seed,
+                  "features": "wordchar+glove", "test": {"p": f, "r": f, "f": f}}
+        if pseudo:
+            record["raw_text"] = {"source": "select:raw", "scorer": "lexical", "size": 100000,
+                                  "selected_tokens": 100017, "tokens": 114718, "sha256": "ab" * 32}
+            record["pseudo"] = pseudo
+        return record
+
+    chosen = {"path": "/w/pseudo-a/pseudo.spacy", "mode": "missing", "threshold": 0.9847, "min_precision": 0.8,
+              "dev": {"precision": 0.8, "kept": 775, "predicted": 1598}, "kept": 1493, "rejected": 4679,
+              "docs": 3080, "unlabelled_docs": 2198, "teacher": {"method": "trf_finetune", "seed": 555, "test_f": 59.93}}
+    fixed = {**chosen, "path": "/w/pseudo-b/pseudo.spacy", "mode": "confident-o", "threshold": 0.0,
+             "min_precision": None, "dev": None, "rejected": 0, "unlabelled_docs": 0, "kept": 6172}
+    results = [result("bilstm_joint", 555, 49.28), result("bilstm_joint", 666, 48.16)]
+    sized = [result("bilstm_distill", 555, 48.50, chosen), result("bilstm_distill", 666, 48.58, chosen),
+             result("bilstm_distill_all", 555, 50.28, fixed)]
+    md = tmp_path / "raw.md"
+    report.raw_size_report(sized, results, md, tmp_path / "raw.png")
+    text = md.read_text()
+    # students paired with bilstm_joint of the same seed; they read the selected text only
+    assert ("| 11 | bilstm_distill | wordchar+glove | ai | select:raw | lexical | 100,000 | 100,017 (–) | 555, 666 "
+            "| 48.54 ± 0.06 | bilstm_joint | -0.18 ± 0.85 | within noise |") in text
+    assert "| 50.28 (1 seed) | bilstm_joint | 1.00 (1 seed) | too few seeds |" in text
+    assert ("| ai | 100,000 | trf_finetune (s555: 59.93) | missing | 0.985 | 0.800 (775 of 1,598; target 0.8) | "
+            "1,493 / 4,679 | 882 of 3,080 | bilstm_distill |") in text
+    assert ("| ai | 100,000 | trf_finetune (s555: 59.93) | confident-o | 0.000 | – (fixed) | 6,172 / 0 | "
+            "3,080 of 3,080 | bilstm_distill_all |") in text

@@ -607,9 +607,10 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
         f1 = [r["test"]["f"] for r in runs]
         diffs = paired_runs(runs, results, base) if base else []
         selected = sorted({r["raw_text"].get("selected_tokens") for r in runs}, key=str)
-        total = sorted({r["raw_text"].get("tokens") for r in runs}, key=str)
+        # a row-11 student reads only the selected text (pseudo-labelled), not the target's own
+        total = sorted({None if r.get("pseudo") else r["raw_text"].get("tokens") for r in runs}, key=str)
         tokens = "/".join(f"{t:,}" if isinstance(t, int) else "?" for t in selected) + " (" + "/".join(
-            f"{t:,}" if isinstance(t, int) else "?" for t in total) + ")"
+            f"{t:,}" if isinstance(t, int) else "–" for t in total) + ")"
         seeds = ", ".join(str(s) for s in sorted(r["seed"] for r in runs))
         lines.append(f"| {row} | {method} | {features} | {domain} | {source} | {scorer} | {size:,} | {tokens} | "
                      f"{seeds} | {mean_sd(f1)} | {base or '–'} | {mean_sd(diffs) if diffs else '–'} | "
@@ -620,6 +621,7 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
                       if (r["method"], r["features"], r["domain"]) == (base, features, domain)]
             if scores:
                 baselines[(domain, base, features)] = scores
+    lines += pseudo_label_table(sized)
     shas = sorted({(r["raw_text"]["source"], r["raw_text"]["scorer"], r["raw_text"]["size"], r["domain"],
                     r["raw_text"].get("sha256", "?")[:12]) for r in sized})
     lines += ["", "The texts read (SHA-256, first 12 hex digits): " + "; ".join(
@@ -627,6 +629,35 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
         f"![test F1 against selected text size]({png.name})", ""]
     path.write_text("\n".join(lines), encoding="utf8")
     plot_raw_size(series, baselines, png)
+
+
+def pseudo_label_table(sized: List[Dict]) -> List[str]:
+    """Row 11's pseudo-labelled texts, one line each (shared by the students of one teacher, text,
+    mode and threshold): the teacher, how the threshold was set, what was kept."""
+    labelled = {}
+    for run in sized:
+        if run.get("pseudo"):
+            labelled.setdefault(run["pseudo"]["path"], (run, []))[1].append(run["method"])
+    if not labelled:
+        return []
+    lines = ["", "Row 11's pseudo-labels (`spacy_crossner pseudo-label` on the selected text): the teacher's model and "
+             "its test F1, the mode, the threshold on its entity probabilities (chosen on the target's dev set as "
+             "the smallest whose kept dev entities reach the precision, or fixed), the entities kept and left out, "
+             "and the sentences with any annotation.", "",
+             "| domain | size | teacher (seed: test F1) | mode | threshold | dev precision (entities kept of "
+             "predicted) | entities kept / left out | sentences annotated | students |",
+             "|---|---:|---|---|---:|---|---:|---:|---|"]
+    for path, (run, methods) in sorted(labelled.items(), key=lambda item: (item[1][0]["domain"], item[0])):
+        p, teacher = run["pseudo"], run["pseudo"]["teacher"]
+        test_f = "?" if teacher.get("test_f") is None else f"{teacher['test_f']:.2f}"
+        dev = p.get("dev")
+        chosen = (f"{dev['precision']:.3f} ({dev['kept']:,} of {dev['predicted']:,}; target "
+                  f"{p['min_precision']:g})") if dev else "– (fixed)"
+        lines.append(f"| {run['domain']} | {run['raw_text']['size']:,} | {teacher['method']} (s{teacher['seed']}: "
+                     f"{test_f}) | {p['mode']} | {p['threshold']:.3f} | {chosen} | {p['kept']:,} / "
+                     f"{p['rejected']:,} | {p['docs'] - p['unlabelled_docs']:,} of {p['docs']:,} | "
+                     f"{', '.join(sorted(set(methods)))} |")
+    return lines
 
 
 def plot_raw_size(series: Dict[tuple, List[Tuple[int, List[float]]]], baselines: Dict[tuple, List[float]],
