@@ -303,6 +303,8 @@ class PseudoLabelSummary:
     threshold: float
     docs: int = 0
     unlabelled_docs: int = 0
+    # whether the docs without any annotation were left out of the output (counted above)
+    dropped_unannotated: bool = False
     kept: int = 0
     rejected: int = 0
     entity_tokens: int = 0
@@ -318,7 +320,7 @@ class PseudoLabelSummary:
             f"with probability >= {self.threshold:.3f} ({how}), left out {self.rejected:,}; "
             f"tokens: {self.entity_tokens:,} in entities, {self.o_tokens:,} O, "
             f"{self.missing_tokens:,} missing; {self.unlabelled_docs:,} docs without any "
-            f"annotation -> {self.output}"
+            f"annotation{' (left out)' if self.dropped_unannotated else ''} -> {self.output}"
         )
 
     def to_dict(self) -> Dict[str, Any]:
@@ -342,6 +344,7 @@ def pseudo_label(
     batch_size: int = 64,
     gpu_id: int = -1,
     progress: Optional[bool] = None,
+    drop_unannotated: bool = False,
 ) -> PseudoLabelSummary:
     """Label raw text with a trained pipeline and write the confident entities as a DocBin.
 
@@ -359,6 +362,9 @@ def pseudo_label(
     batch_size (int): ``nlp.pipe`` batch size.
     gpu_id (int): GPU the teacher runs on (-1: CPU).
     progress (Optional[bool]): show a progress bar (None: when writing to a terminal).
+    drop_unannotated (bool): leave the docs without any annotation (no entity kept, and in
+        mode "missing" no O either) out of the output; they give a student no NER loss, only
+        work. They are counted in the summary either way (``unlabelled_docs``).
     """
     from tqdm import tqdm
 
@@ -390,7 +396,8 @@ def pseudo_label(
         choice = choose_threshold(nlp, name, dev, domain, min_precision, batch_size)
         threshold = choice.threshold
     key = nlp.get_pipe(name).cfg["spans_key"]
-    summary = PseudoLabelSummary(str(output), domain, mode, threshold, dev=choice)
+    summary = PseudoLabelSummary(str(output), domain, mode, threshold, dev=choice,
+                                 dropped_unannotated=drop_unannotated)
     docbin = DocBin(store_user_data=True)
     docs = (_make_doc(nlp, words, domain) for words in sentences)
     bar = tqdm(total=len(sentences), unit="sent", disable=None if progress is None else not progress)
@@ -405,8 +412,10 @@ def pseudo_label(
         summary.entity_tokens += sum(i in ("B", "I") for i in iob)
         summary.o_tokens += iob.count("O")
         summary.missing_tokens += iob.count("")
-        summary.unlabelled_docs += not out.has_annotation("ENT_IOB")
-        docbin.add(out)
+        annotated = out.has_annotation("ENT_IOB")
+        summary.unlabelled_docs += not annotated
+        if annotated or not drop_unannotated:
+            docbin.add(out)
     bar.close()
     if summary.unlabelled_docs == summary.docs:
         raise PseudoLabelError(
@@ -619,6 +628,7 @@ def self_train(
     overrides: Optional[Dict[str, Any]] = None,
     gpu_id: int = -1,
     batch_size: int = 64,
+    drop_unannotated: bool = False,
 ) -> SelfTrainSummary:
     """Pseudo-label ``text`` with ``teacher``, train a student with ``config`` on its corpora +
     the pseudo-labels, and repeat with the student as teacher for ``rounds`` rounds.
@@ -638,6 +648,7 @@ def self_train(
     pseudo_upsample (float): the pseudo-labelled section's ``upsample``.
     overrides (Optional[Dict[str, Any]]): ``spacy train`` overrides (``paths.source_train`` ...).
     gpu_id (int): GPU for labelling and training (-1: CPU).
+    drop_unannotated (bool): as :func:`pseudo_label`.
     """
     from spacy.cli.train import train as spacy_train
 
@@ -658,7 +669,7 @@ def self_train(
         here = output_dir / f"round{n}"
         pseudo = pseudo_label(model=current, text=text, output=here / "pseudo.spacy", domain=domain,
                               threshold=threshold, dev=dev, min_precision=min_precision, mode=mode,
-                              batch_size=batch_size, gpu_id=gpu_id)
+                              batch_size=batch_size, gpu_id=gpu_id, drop_unannotated=drop_unannotated)
         cfg = with_pseudo_corpus(base, here / "pseudo.spacy", pseudo.domain, pseudo_upsample, missing_as)
         cfg.to_disk(here / "config.cfg")
         spacy_train(here / "config.cfg", here / "training", use_gpu=gpu_id)

@@ -277,6 +277,19 @@ def test_the_command_prints_a_summary_and_fails_cleanly(data, tmp_path):
     assert 0 <= record["dev"]["recall"] <= 1
     assert record["entity_tokens"] + record["o_tokens"] + record["missing_tokens"] == sum(
         len(line.split()) for line in TEXT)
+    # --drop-unannotated: the sentences without any annotation are counted, not written; the
+    # threshold: above the best entity of some sentence, not of all
+    best = sorted(max((p for *_, p in ents), default=0.0) for ents in teacher_scores(data["teacher"]))
+    assert best[0] < best[-1]
+    threshold = (best[0] + best[-1]) / 2
+    result = runner.invoke(app, ["pseudo-label", str(data["teacher"]), str(data["text"]), str(out),
+                                 "--threshold", str(threshold), "--drop-unannotated", "--summary", str(summary)])
+    assert result.exit_code == 0, result.output
+    record = json.loads(summary.read_text())
+    written = read(out)
+    assert record["dropped_unannotated"] and record["unlabelled_docs"] > 0
+    assert len(written) == record["docs"] - record["unlabelled_docs"] > 0
+    assert all(doc.has_annotation("ENT_IOB") for doc in written) and "(left out)" in result.output
     result = runner.invoke(app, ["pseudo-label", str(data["teacher"]), str(data["text"]), str(out),
                                  "--threshold", "0.5", "--summary", str(tmp_path / "summary.txt")])
     assert result.exit_code == 1 and "--summary" in result.output and ".json" in result.output

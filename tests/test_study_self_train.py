@@ -94,8 +94,10 @@ def test_plan_names_the_row_11_runs_and_what_they_need_first(tmp_path, capsys):
                    "bilstm_distill_all-ai-wordchar+glove-s555-sel_raw_lexical_100000"]
     assert study.cmd_plan(args) == 0
     printed = capsys.readouterr().out
+    # the fine-tune student reads only the sentences with an annotation: labelled apart
+    assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-missing-p0.8-annotated" in printed
     # the students of one teacher, text and mode share the pseudo-labels; the modes do not
-    assert printed.count("pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-missing-p0.8") == 2
+    assert printed.count("pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-missing-p0.8)") == 1
     assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-p0.8" in printed
     assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-t0)" in printed
     assert "stage 1 trf_source-shared-minilm-s555" in printed
@@ -126,7 +128,9 @@ def test_distillation_runs_label_once_and_train_on_gold_plus_pseudo_labels(setup
     docs = list(DocBin().from_disk(pseudo["path"]).get_docs(spacy.blank("en").vocab))
     texts = {d.text for d in docs}
     assert texts and texts <= set(AI_LIKE + OTHER)
-    assert pseudo["docs"] == len(docs)
+    assert pseudo["docs"] == len(docs) and not pseudo["dropped_unannotated"]
+    # a distillation student keeps its recipe's mix (bilstm_joint: target x vars.target_upsample)
+    assert records[0]["student"] == {"config": records[0]["student"]["config"], "pseudo_sentences": len(docs)}
     # each student trained on its own config: the method's, with the pseudo-labelled section
     for record in records:
         config = Path(record["command"].split()[4])
@@ -155,15 +159,22 @@ def test_a_run_without_its_teacher_or_without_selected_text_stops_clearly(setup,
 
 def test_a_self_training_student_config_keeps_its_sourced_component(setup, tmp_path):
     """trf_selftrain's student: trf_finetune's config, whose component is sourced from stage 1,
-    gets missing_as through its configure_crossner callback."""
+    gets missing_as through its configure_crossner callback, and its gold target sentences are
+    upsampled to about as many as the pseudo-labelled ones that have an annotation."""
     root, work = setup, tmp_path / "work"
     args = study.parse(["run", *argv(root, work, "--methods", "trf_selftrain", "--seeds", "555", "--features",
                                      "minilm", "--raw-sizes", "60", "--raw-source", f"select:{root / 'general'}")])
     run = study.planned(args)[0]
     pseudo = tmp_path / "pseudo.spacy"
     write(pseudo, AI[:1])
-    path = study.write_student_config(args, run, pseudo)
+    # 40 labelled, 25 of them with an annotation (kept); the corpus's AI train set: 3 sentences
+    labelled = {"path": str(pseudo), "docs": 40, "unlabelled_docs": 15, "dropped_unannotated": True}
+    student = study.write_student_config(args, run, labelled)
+    assert student["pseudo_sentences"] == 25 and student["target_sentences"] == len(AI)
+    assert student["target_upsample"] == round(25 / len(AI)) == 8
+    path = Path(student["config"])
     cfg = spacy.util.load_config(path, interpolate=False)
+    assert cfg["corpora"]["train"]["domains"]["target"]["upsample"] == 8
     assert cfg["initialize"]["after_init"]["missing_as"] == "missing"
     assert cfg["corpora"]["train"]["domains"]["pseudo"] == {"path": str(pseudo.resolve()), "domain": "ai",
                                                             "upsample": 1.0}

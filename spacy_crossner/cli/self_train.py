@@ -14,6 +14,10 @@ MODE_HELP = (
     "confident-o: also O on tokens outside every entity the model decoded."
 )
 THRESHOLD_HELP = "Keep entities whose probability is >= this (0 to 1)."
+DROP_HELP = (
+    "Leave the sentences without any annotation out of the output (counted in the summary): "
+    "they give a student no NER loss, only work."
+)
 DEV_HELP = (
     "Labelled .spacy dev corpus: choose the smallest threshold whose kept dev entities reach "
     "--min-precision (instead of --threshold)."
@@ -45,6 +49,7 @@ def pseudo_label_cli(
     mode: str = typer.Option("missing", "--mode", "-m", help=MODE_HELP),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="nlp.pipe batch size."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id for the model, -1 for CPU."),
+    drop_unannotated: bool = typer.Option(False, "--drop-unannotated", help=DROP_HELP),
     summary_path: Optional[Path] = typer.Option(
         None, "--summary", help="Also write the summary (threshold, kept and left-out entities, "
         "token counts, the dev choice) as JSON to this file."
@@ -57,7 +62,8 @@ def pseudo_label_cli(
     try:
         summary = pseudo_label(model=model, text=text, output=output, domain=domain,
                                threshold=threshold, dev=dev, min_precision=min_precision,
-                               mode=_mode(mode), batch_size=batch_size, gpu_id=gpu_id)
+                               mode=_mode(mode), batch_size=batch_size, gpu_id=gpu_id,
+                               drop_unannotated=drop_unannotated)
         if summary_path is not None:
             summary_path.parent.mkdir(parents=True, exist_ok=True)
             summary_path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf8")
@@ -98,6 +104,7 @@ def self_train_cli(
     ),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id for labelling and training, -1 for CPU."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="nlp.pipe batch size when labelling."),
+    drop_unannotated: bool = typer.Option(False, "--drop-unannotated", help=DROP_HELP),
 ) -> None:
     """Self-training / distillation end to end: pseudo-label TEXT with TEACHER, train a student
     with CONFIG on its corpora plus the pseudo-labels (as extra target-domain train data), print
@@ -108,7 +115,7 @@ def self_train_cli(
                              domain=domain, threshold=threshold, dev=dev,
                              min_precision=min_precision, mode=_mode(mode), missing_as=missing_as, rounds=rounds,
                              pseudo_upsample=pseudo_upsample, overrides=overrides, gpu_id=gpu_id,
-                             batch_size=batch_size)
+                             batch_size=batch_size, drop_unannotated=drop_unannotated)
     except (PseudoLabelError, OSError) as err:
         fail(str(err))
     for r in summary.rounds:
