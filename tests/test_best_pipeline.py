@@ -176,3 +176,69 @@ def test_fast_recipe_mixes_by_size_unless_told_to_upsample(corpora):
             fast_config(sources, goal, budget, seed=0, vectors=None)
     with pytest.raises(BestPipelineError, match="--mix 'by_size': choose one of sqrt, size, equal, upsample"):
         Budget(mix="by_size").check()
+
+
+def test_fast_recipe_distilled_from_a_teacher(corpora, tmp_path):
+    """--distill-from TEACHER --distill-text TEXT: the teacher labels the text (confident-o, the
+    threshold chosen on the target's dev set) and the BiLSTM-CRF trains on it beside the corpora."""
+    from spacy.cli.train import train
+
+    tmp, source, target = corpora
+    # a small teacher that has seen the target's dev set, so that it finds entities there
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    for split in ("train", "dev"):
+        (seen / f"{split}.spacy").write_bytes((target / f"{split}.spacy").read_bytes())
+    configs = Path(__file__).parents[1] / "configs"
+    train(configs / "bilstm_target.cfg", tmp_path / "teacher", use_gpu=-1, overrides={
+        "paths.target_train": str(seen), "paths.target_dev": str(target / "dev.spacy"),
+        "vars.target_domain": "robotics", "training.max_steps": 80, "training.eval_frequency": 40,
+        "training.optimizer.learn_rate": 0.02, "components.crossner.model.hidden_size": 32,
+        "components.crossner.model.tok2vec.word_rows": 500, "components.crossner.model.dropout": 0.0})
+    teacher = tmp_path / "teacher" / "model-best"
+    # raw text of the target's domain: its own train sentences, untagged
+    words = [" ".join(line.split()[0] for line in block) for block in sentences(DATA / "ai" / "train.txt", 0, 24)]
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(words) + "\n", encoding="utf8")
+    said = []
+    result = best_pipeline(sources=[source], target=target, output=tmp_path / "student", recipe="fast", vectors="",
+                           budget=TINY, threads=1, say=said.append, distill_from=str(teacher),
+                           distill_text=text, distill_min_precision=0.01)
+    assert any("stage 2 of 4: label the text with the teacher" in line for line in said)
+    assert any("24 docs (robotics, mode confident-o)" in line for line in said)
+    distill = result.summary["distill"]
+    assert distill["teacher"] == str(teacher) and distill["mode"] == "confident-o"
+    assert distill["dev"]["precision"] >= 0.01 and distill["docs"] == 24
+    config = spacy.util.load_config(tmp_path / "student-training" / "configs" / "fast.cfg", interpolate=False)
+    section = config["corpora"]["train"]["domains"]["pseudo"]
+    assert section["domain"] == "robotics" and section["path"].endswith("distill/labelled.spacy")
+    assert config["components"]["crossner"]["missing_as"] == "missing"
+    nlp = spacy.load(tmp_path / "student")
+    assert "distilled from" in nlp.meta["description"]
+    nlp("Robots learn by reinforcement learning in simulation .")
+
+
+def test_distillation_settings_are_checked_before_training(corpora, tmp_path):
+    tmp, source, target = corpora
+    text = tmp_path / "text.txt"
+    text.write_text("Robots learn .\n", encoding="utf8")
+    common = dict(sources=[source], target=target, budget=TINY, say=lambda _: None)
+    with pytest.raises(BestPipelineError, match="--distill-from and --distill-text go together"):
+        best_pipeline(output=tmp_path / "a", recipe="fast", distill_from=str(tmp_path), **common)
+    with pytest.raises(BestPipelineError, match="give --recipe fast"):
+        best_pipeline(output=tmp_path / "b", distill_from=str(tmp_path), distill_text=text, **common)
+    with pytest.raises(BestPipelineError, match="--distill-from ./nowhere: no such pipeline folder"):
+        best_pipeline(output=tmp_path / "c", recipe="fast", distill_from="./nowhere", distill_text=text, **common)
+    with pytest.raises(BestPipelineError, match="--distill-text .*missing.txt: no such file"):
+        best_pipeline(output=tmp_path / "d", recipe="fast", distill_from=str(tmp_path),
+                      distill_text=tmp_path / "missing.txt", **common)
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp_path / "e"), "--source", str(source),
+                                   "--recipe", "fast", "--distill-from", str(tmp_path), "--distill-text", str(text),
+                                   "--distill-min-precision", "0"])
+    assert out.exit_code == 1 and "--distill-min-precision must be above 0" in out.output
+    # a folder that is no pipeline: named, before the joint training
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp_path / "f"), "--source", str(source),
+                                   "--recipe", "fast", "--vectors", "", "--distill-from", str(tmp_path),
+                                   "--distill-text", str(text), "--max-steps", "4"])
+    assert out.exit_code == 1 and f"--distill-from {tmp_path}" in out.output
+    assert "Traceback" not in out.output and not (tmp_path / "f").exists()

@@ -61,6 +61,15 @@ def best_pipeline_cli(
     threads: int = typer.Option(0, "--threads", help="Torch threads of each training (0: the environment's "
                                 "setting; 1 is fastest on a small shared CPU)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT if it is not empty."),
+    distill_from: Optional[str] = typer.Option(None, "--distill-from", help="fast recipe: a trained "
+                                               "pipeline (e.g. the transformer recipe's) that labels "
+                                               "--distill-text for the BiLSTM-CRF to learn from."),
+    distill_text: Optional[Path] = typer.Option(None, "--distill-text", help="With --distill-from: raw "
+                                                "text of the target's domain, one tokenised sentence a line "
+                                                "(e.g. select-corpus's selected.txt) or .spacy docs."),
+    distill_min_precision: float = typer.Option(0.8, "--distill-min-precision", help="With --distill-from: "
+                                                "keep the teacher's entities from the threshold whose kept dev "
+                                                "entities reach this precision."),
 ) -> None:
     """Train the best pipeline for your target corpus in one command, from converted corpora.
 
@@ -68,7 +77,8 @@ def best_pipeline_cli(
     together, each with its own labels (cached by their contents, config and seed, and reused for
     other targets and seeds), then fine-tunes it on TARGET with one output layer over the union of
     labels (a tag's rows start from the first --source that has it); --recipe fast trains the
-    word/char BiLSTM-CRF jointly with GloVe vectors instead. Each training stops early on dev F1.
+    word/char BiLSTM-CRF jointly with GloVe vectors instead, and with --distill-from TEACHER
+    --distill-text TEXT also on TEXT as labelled by TEACHER. Each training stops early on dev F1.
     Prints the stage it is in and the time left, then dev F1, test F1 and the pipeline's folder."""
     if recipe not in RECIPES:
         fail(f"--recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
@@ -79,7 +89,8 @@ def best_pipeline_cli(
         result = best_pipeline(sources=source, target=target, output=output, test=test, recipe=recipe,
                                budget=budget, seed=seed, source_seed=source_seed, transformer=transformer,
                                vectors=vectors, gpu_id=gpu_id, threads=threads, cache=cache,
-                               workdir=workdir, overwrite=overwrite, say=typer.echo)
+                               workdir=workdir, overwrite=overwrite, say=typer.echo, distill_from=distill_from,
+                               distill_text=distill_text, distill_min_precision=distill_min_precision)
     except (BestPipelineError, OSError) as err:
         fail(str(err))
     typer.echo(result.final_line())
