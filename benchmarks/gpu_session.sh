@@ -15,24 +15,27 @@
 # train: what needs a GPU, in this order, 12 trainings at once (benchmarks/results/gpu.md: twelve
 # MiniLM trainings at once kept an H200 at 98-99 % and finished in 5-8 minutes), each one
 # `project/scripts/study.py run --workers 0` with the study's protocol (eval every 100 steps,
-# patience 400, --gpu-id 0), until DEADLINE_S (default 510) seconds have passed:
-#   1. issue 45 item 3: trf_finetune ai s555 again (compare with project/study/results'); its
-#      stage 1, trf_source s555 on CoNLL-2003, is shared by every trf_finetune run below;
-#   2. issue 47 part 3 screen: dapt_span and dapt_token on ai and music, seeds 555 (the four DAPT
-#      encoders are trained by these) and then 666, on the target's train+dev text plus 100,000
-#      tokens selected from GENERAL (select-corpus, lexical scorer); their baseline trf_target on
-#      ai/music x 555/666 is in the study already;
-#   3. issue 50: trf_target and trf_finetune on the five domains, s555: the pipelines `int8` measures.
-# 1 and 3 write into rerun/ (checks and pipelines, not new study results: those seeds are in the
-# study already); 2 into study/ (new study results: copy them into project/study/results and run
-# `python project/scripts/report.py study`). A run cut off by the deadline writes nothing; calling
-# `train` again on the same warm machine runs only the runs without a result (the results and the
-# work folder live in $TMPDIR/gpu_session between calls; a fresh machine starts over).
-# Each call copies results, logs and the small records of the work folder (selection.json,
-# DAPT and training logs, no models) to $OUT.
+# patience 400, --gpu-id 0), until DEADLINE_S (default 510) seconds have passed; issue 47's screens
+# (AI and music x seeds 555/666), each part against trf_finetune:
+#   1. the teachers: trf_finetune on ai and music, seeds 555 and 666 (their stage 1, trf_source of
+#      the seed on CoNLL-2003, is shared); the study has their results, these are for the models;
+#   2. part 5, row 10's second seed: trf_finetune_tuned on ai and music, s666;
+#   3. part 4, row 11: trf_selftrain on ai and music x 555/666, the 100,000 tokens selected from
+#      GENERAL (select-corpus, lexical) labelled by the teacher of the same seed (each waits up to
+#      15 min for its teacher);
+#   4. part 3: dapt_span and dapt_token on ai and music x 555/666 on the target's train+dev text
+#      plus the same selected text; their baseline trf_target is in the study already;
+#   5. part 1: trf_finetune with --extra-sources others (CoNLL-2003 + the other four domains' train
+#      sets; a stage 1 of its own per target) on ai and music, s555.
+# 1 writes into rerun/ (models and checks, not new study results); 2-5 into study/ (new results:
+# copy them into project/study/results and run `python project/scripts/report.py study`). A run cut
+# off by the deadline writes nothing; calling `train` again on the same warm machine runs only the
+# runs without a result (the results and the work folder live in $TMPDIR/gpu_session between
+# calls; a fresh machine starts over). Each call copies results, logs and the small records of the
+# work folder (selection.json, DAPT and training logs, no models) to $OUT.
 #
-# int8 (issue 50): benchmarks/speed.py --int8 on the CPU cores of the device, on the trf_target
-# and trf_finetune pipelines the `train` call left in the work folder (s555), output in $OUT.
+# int8 (issue 50, resolved): benchmarks/speed.py --int8 on the CPU cores of the device, on the
+# trf_finetune pipelines the `train` call left in the work folder (s555), output in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 phase=${1:-}
@@ -43,7 +46,7 @@ out=${OUT:-$state/out}
 run=${DRY_RUN:+echo}
 
 if [ "$phase" != train ] && [ "$phase" != int8 ]; then
-    sed -n 2,34p "$0"; exit 2
+    sed -n 2,38p "$0"; exit 2
 fi
 
 copy_back() {
@@ -58,7 +61,7 @@ copy_back() {
 }
 
 if [ "$phase" = int8 ]; then
-    $run python3 benchmarks/speed.py --int8 --study-workdir "$work" --methods trf_target,trf_finetune --seeds 555 \
+    $run python3 benchmarks/speed.py --int8 --study-workdir "$work" --methods trf_finetune --seeds 555 \
         --rounds 1 --output "$out/speed_int8.md" --json "$out/speed_int8.json"
     exit $?
 fi
@@ -72,14 +75,17 @@ selected="--raw-sizes 100000 --raw-source select:$GENERAL --raw-scorer lexical"
 # RESULTS METHOD DOMAIN SEED [study.py options], in the order they start
 runs=$state/runs.txt
 {
-    echo "rerun trf_finetune ai 555"
+    for seed in 555 666; do for domain in ai music; do echo "rerun trf_finetune $domain $seed"; done; done
+    for domain in ai music; do echo "study trf_finetune_tuned $domain 666"; done
+    for seed in 555 666; do
+        for domain in ai music; do echo "study trf_selftrain $domain $seed $selected --teacher-wait 900"; done
+    done
     for seed in 555 666; do
         for domain in ai music; do
             for masking in span token; do echo "study dapt_$masking $domain $seed $selected"; done
         done
-        [ $seed = 555 ] && for domain in ai music politics science literature; do echo "rerun trf_target $domain 555"; done
     done
-    for domain in music politics science literature; do echo "rerun trf_finetune $domain 555"; done
+    for domain in ai music; do echo "study trf_finetune $domain 555 --extra-sources others"; done
 } > "$runs"
 
 study="python3 project/scripts/study.py run --workers 0 --features minilm --corpus $CORPUS --raw $RAW \

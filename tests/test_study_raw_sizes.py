@@ -220,13 +220,12 @@ def test_report_plots_f1_against_the_size_of_the_selected_text(tmp_path):
 
 def test_gpu_session_commands_are_study_commands(tmp_path):
     """benchmarks/gpu_session.sh's study.py lines (DRY_RUN) parse with study.py's own options and
-    plan the runs the script says: issue 45's re-run, issue 47's DAPT screen on selected text,
-    issue 50's pipelines."""
+    plan the runs the script says, in its order: issue 47's teachers, then its screens."""
     env = dict(os.environ, DRY_RUN="1", CORPUS="/c", RAW="/r", GENERAL="/g/raw", TMPDIR=str(tmp_path))
     out = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "train"], env=env,
                          capture_output=True, text=True, check=True).stdout
     lines = [line for line in out.splitlines() if "project/scripts/study.py" in line]
-    assert len(lines) == 18  # 1 + 8 DAPT screen + 5 trf_target + 4 more trf_finetune
+    assert len(lines) == 20  # 4 teachers + 2 tuned + 4 self-training + 8 DAPT + 2 several sources
     planned = []
     for line in lines:
         words = shlex.split(line)
@@ -235,10 +234,13 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
         assert args.gpu_id == 0 and args.workers == 0 and args.features == ["minilm"]
         (run,) = study.planned(args)
         planned.append((Path(args.results).name, study.run_id(run)))
-    assert planned[0] == ("rerun", "trf_finetune-ai-minilm-s555")
+        if run["method"].teacher:
+            assert args.teacher_wait > 0  # started beside its teacher, it waits for it
+    assert planned[:4] == [("rerun", f"trf_finetune-{d}-minilm-s{s}") for s in (555, 666) for d in ("ai", "music")]
+    assert ("study", "trf_finetune_tuned-music-minilm-s666") in planned
+    assert ("study", "trf_selftrain-ai-minilm-s666-sel_raw_lexical_100000") in planned
     assert ("study", "dapt_token-music-minilm-s666-sel_raw_lexical_100000") in planned
-    assert {r for d, r in planned if d == "rerun"} >= {f"trf_{m}-{d}-minilm-s555" for m in ("target", "finetune")
-                                                       for d in ("ai", "music", "politics", "science", "literature")}
+    assert planned[-1] == ("study", "trf_finetune_plus_others-music-minilm-s555")
     int8 = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "int8"], env=env,
                           capture_output=True, text=True, check=True).stdout
     assert int8.startswith("python3 benchmarks/speed.py --int8 --study-workdir ")

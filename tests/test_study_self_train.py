@@ -80,6 +80,7 @@ def argv(root: Path, work: Path, *more):
 def place_teacher(root: Path, work: Path, seed: int = 555) -> Path:
     model = work / f"trf_finetune-ai-minilm-s{seed}" / "model-best"
     shutil.copytree(root / "teacher" / "model-best", model)
+    (model.parent / "train_meta.json").write_text("{}")  # what says its training is done
     return model
 
 
@@ -151,6 +152,11 @@ def test_a_run_without_its_teacher_or_without_selected_text_stops_clearly(setup,
     with pytest.raises(SystemExit, match=r"its teacher .*trf_finetune-ai-minilm-s555.* is not trained; run "
                                          r"`study.py run --methods trf_finetune --domains ai --seeds 555`"):
         study.main(["run", *run])
+    # a model-best without its training record: still training (spaCy writes model-best as it goes)
+    model = place_teacher(root, work)
+    (model.parent / "train_meta.json").unlink()
+    with pytest.raises(SystemExit, match=r"is not trained; .* \(waited 1 s\)"):
+        study.main(["run", *run, "--teacher-wait", "1"])
     args = study.parse(["run", *argv(root, work, "--methods", "bilstm_distill", "--seeds", "555")])
     planned = study.planned(args)
     with pytest.raises(SystemExit, match="bilstm_distill: give --raw-sizes"):

@@ -1199,10 +1199,17 @@ def make_pseudo_labels(args, run: Dict, env) -> Dict:
                          "text is the text selected from the general corpus")
     teacher = teacher_run(run, args)
     model = work_dir(teacher, args) / teacher["method"].keep
-    if not model.exists():
+    # done when its training record is written (model-best appears while it still trains)
+    done = work_dir(teacher, args) / "train_meta.json"
+    waited = time.time()
+    while not done.exists() and time.time() - waited < args.teacher_wait:
+        print(f"[study] waiting for the teacher {model.parent.name} ...", flush=True)
+        time.sleep(min(20.0, max(0.1, args.teacher_wait / 10)))
+    if not done.exists() or not model.exists():
         raise SystemExit(f"{method.name} on {domain}: its teacher {model} is not trained; run "
                          f"`study.py run --methods {teacher['method'].name} --domains {domain} --seeds "
-                         f"{teacher['seed']}` with the same --workdir first")
+                         f"{teacher['seed']}` with the same --workdir first"
+                         + (f" (waited {args.teacher_wait} s)" if args.teacher_wait else ""))
     out = pseudo_dir(args, run)
     summary_path = out / "summary.json"
     if summary_path.exists():
@@ -1613,6 +1620,9 @@ def parse_args(argv=None):
     # 0.8: at 0.9 trf_finetune's AI threshold (s555) is 0.999 (its probabilities are over-confident)
     # and it kept no entity of the first 50 selected sentences; at 0.8 it is 0.985 and keeps 775 of
     # its 1,598 dev entities
+    p.add_argument("--teacher-wait", type=int, default=0,
+                   help="self-training / distillation: seconds to wait for a teacher another job is training "
+                   "(0: stop at once when it is not trained)")
     p.add_argument("--pseudo-min-precision", type=float, default=0.8,
                    help="self-training / distillation: keep the teacher's entities from the threshold whose "
                    "kept dev entities reach this precision")
