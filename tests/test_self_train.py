@@ -11,6 +11,7 @@ from spacy.cli.train import train
 from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from spacy.training import Example
 from typer.testing import CliRunner
+from util import TINY_BILSTM_TRAINING as TINY
 from util import write_corpus
 
 from spacy_crossner.cli import app
@@ -27,18 +28,6 @@ from spacy_crossner.self_train import (
 )
 
 CONFIGS = Path(__file__).parents[1] / "configs"
-TINY = {
-    "components.crossner.model.hidden_size": 16,
-    "components.crossner.model.dropout": 0.0,
-    "components.crossner.model.tok2vec.word_width": 16,
-    "components.crossner.model.tok2vec.word_rows": 100,
-    "components.crossner.model.tok2vec.char_width": 4,
-    "components.crossner.model.tok2vec.char_filters": 4,
-    "components.crossner.model.tok2vec.dropout": 0.0,
-    "training.optimizer.learn_rate": 0.02,
-    "training.batcher.size": 8,
-    "vars.target_upsample": 1,
-}
 # the AI training sentences (the teacher knows them) and new ones mixing their words
 TEXT = [
     "LSTM networks were proposed by Hochreiter .",

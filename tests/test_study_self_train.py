@@ -14,23 +14,12 @@ from spacy.cli.train import train
 from spacy.tokens import DocBin
 
 from util import AI, NEWS, make_doc
+from util import TINY_BILSTM_TRAINING as TINY
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "project" / "scripts"))
 import study  # noqa: E402
 
-TINY = {
-    "components.crossner.model.hidden_size": 16,
-    "components.crossner.model.dropout": 0.0,
-    "components.crossner.model.tok2vec.word_width": 16,
-    "components.crossner.model.tok2vec.word_rows": 100,
-    "components.crossner.model.tok2vec.char_width": 4,
-    "components.crossner.model.tok2vec.char_filters": 4,
-    "components.crossner.model.tok2vec.dropout": 0.0,
-    "training.optimizer.learn_rate": 0.02,
-    "training.batcher.size": 8,
-    "vars.target_upsample": 1,
-}
 DEV = ("ai", "Hochreiter proposed LSTM networks .".split(), [(0, 1, "researcher"), (2, 3, "algorithm")])
 TEST = ("ai", "Google reported accuracy on ImageNet .".split(), [(0, 1, "organisation"), (4, 5, "misc")])
 # what the teacher labels: sentences made of the AI train set's words, among political ones

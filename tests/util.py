@@ -110,6 +110,21 @@ def write_corpus(root) -> dict:
     return paths
 
 
+# spacy train overrides that make configs/bilstm_*.cfg tiny and quick to learn (a teacher in a
+# few dozen steps): the self-training tests' teachers and students
+TINY_BILSTM_TRAINING = {
+    "components.crossner.model.hidden_size": 16,
+    "components.crossner.model.dropout": 0.0,
+    "components.crossner.model.tok2vec.word_width": 16,
+    "components.crossner.model.tok2vec.word_rows": 100,
+    "components.crossner.model.tok2vec.char_width": 4,
+    "components.crossner.model.tok2vec.char_filters": 4,
+    "components.crossner.model.tok2vec.dropout": 0.0,
+    "training.optimizer.learn_rate": 0.02,
+    "training.batcher.size": 8,
+    "vars.target_upsample": 1,
+}
+
 TINY_TOK2VEC_WIDTH = 32
 
 
