@@ -57,6 +57,9 @@ ENTRY_POINTS = {
     "thinc_schedules": [
         "spacy_crossner.warmup_linear.v1 = spacy_crossner.optimizers:create_warmup_linear",
     ],
+    "thinc_layers": [
+        "spacy_crossner.reduce_first.v1 = spacy_crossner.models.pooling:reduce_first_or_zeros",
+    ],
 }
 
 setup(

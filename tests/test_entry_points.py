@@ -18,6 +18,7 @@ GROUPS = {
     "spacy_augmenters": "augmenters",
     "thinc_optimizers": "optimizers",
     "thinc_schedules": "schedules",
+    "thinc_layers": "layers",
 }
 
 
