@@ -198,8 +198,8 @@ def test_the_whole_decoding_variant_keeps_every_entity_and_marks_o(setup, tmp_pa
 def test_the_report_lists_the_pseudo_labels_and_pairs_the_students(tmp_path):
     import report
 
-    def result(method, seed, f, pseudo=None):
-        record = {"row": study.BY_NAME[method].row, "method": method, "domain": "ai", "seed": seed,
+    def result(method, seed, f, pseudo=None, domain="ai"):
+        record = {"row": study.BY_NAME[method].row, "method": method, "domain": domain, "seed": seed,
                   "features": "wordchar+glove", "test": {"p": f, "r": f, "f": f}}
         if pseudo:
             record["raw_text"] = {"source": "select:raw", "scorer": "lexical", "size": 100000,
@@ -212,9 +212,11 @@ def test_the_report_lists_the_pseudo_labels_and_pairs_the_students(tmp_path):
               "docs": 3080, "unlabelled_docs": 2198, "teacher": {"method": "trf_finetune", "seed": 555, "test_f": 59.93}}
     fixed = {**chosen, "path": "/w/pseudo-b/pseudo.spacy", "mode": "confident-o", "threshold": 0.0,
              "min_precision": None, "dev": None, "rejected": 0, "unlabelled_docs": 0, "kept": 6172}
-    results = [result("bilstm_joint", 555, 49.28), result("bilstm_joint", 666, 48.16)]
+    results = [result("bilstm_joint", 555, 49.28), result("bilstm_joint", 666, 48.16),
+               result("bilstm_joint", 555, 59.84, domain="music")]
     sized = [result("bilstm_distill", 555, 48.50, chosen), result("bilstm_distill", 666, 48.58, chosen),
-             result("bilstm_distill_all", 555, 50.28, fixed)]
+             result("bilstm_distill_all", 555, 50.28, fixed),
+             result("bilstm_distill", 555, 60.84, {**chosen, "path": "/w/pseudo-m/pseudo.spacy"}, domain="music")]
     md = tmp_path / "raw.md"
     report.raw_size_report(sized, results, md, tmp_path / "raw.png")
     text = md.read_text()
@@ -222,6 +224,10 @@ def test_the_report_lists_the_pseudo_labels_and_pairs_the_students(tmp_path):
     assert ("| 11 | bilstm_distill | wordchar+glove | ai | select:raw | lexical | 100,000 | 100,017 (–) | 555, 666 "
             "| 48.54 ± 0.06 | bilstm_joint | -0.18 ± 0.85 | within noise |") in text
     assert "| 50.28 (1 seed) | bilstm_joint | 1.00 (1 seed) | too few seeds |" in text
+    # over the domains: the mean of the domains' means, the gain over all three pairs
+    assert ("| 11 | bilstm_distill | wordchar+glove | ai, music | select:raw | lexical | 100,000 | 3 | 54.69 | "
+            "bilstm_joint | 0.21 ± 0.91, 3 | within noise |") in text
+    assert "| 11 | bilstm_distill_all | wordchar+glove | ai, music" not in text  # one domain only
     assert ("| ai | 100,000 | trf_finetune (s555: 59.93) | missing | 0.985 | 0.800 (775 of 1,598; target 0.8) | "
             "1,493 / 4,679 | 882 of 3,080 | bilstm_distill |") in text
     assert ("| ai | 100,000 | trf_finetune (s555: 59.93) | confident-o | 0.000 | – (fixed) | 6,172 / 0 | "

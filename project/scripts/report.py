@@ -621,6 +621,7 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
                       if (r["method"], r["features"], r["domain"]) == (base, features, domain)]
             if scores:
                 baselines[(domain, base, features)] = scores
+    lines += pooled_lines(groups, results)
     lines += pseudo_label_table(sized)
     shas = sorted({(r["raw_text"]["source"], r["raw_text"]["scorer"], r["raw_text"]["size"], r["domain"],
                     r["raw_text"].get("sha256", "?")[:12]) for r in sized})
@@ -629,6 +630,35 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
         f"![test F1 against selected text size]({png.name})", ""]
     path.write_text("\n".join(lines), encoding="utf8")
     plot_raw_size(series, baselines, png)
+
+
+def pooled_lines(groups: Dict[tuple, List[Dict]], results: List[Dict]) -> List[str]:
+    """Over the domains: for each method, features and text (source, scorer, size) run on more
+    than one domain, the mean of its per-domain mean F1 and the paired gain over every (domain,
+    seed) pair, with its verdict."""
+    pooled: Dict[tuple, List[List[Dict]]] = {}
+    for key, runs in groups.items():
+        row, method, features, domain, source, scorer, size = key
+        pooled.setdefault((row, method, features, source, scorer, size), []).append(runs)
+    lines = []
+    for (row, method, features, source, scorer, size), by_domain in sorted(pooled.items()):
+        if len(by_domain) < 2:
+            continue
+        base = BY_NAME[method].baseline_of if method in BY_NAME else None
+        runs = [r for domain_runs in by_domain for r in domain_runs]
+        diffs = paired_runs(runs, results, base) if base else []
+        means = [statistics.mean(r["test"]["f"] for r in domain_runs) for domain_runs in by_domain]
+        domains = ", ".join(sorted(domain_runs[0]["domain"] for domain_runs in by_domain))
+        if not lines:
+            lines = ["", "Over the domains: the mean of the per-domain mean test F1, and the gain over every "
+                     "(domain, seed) pair.", "",
+                     "| row | method | features | domains | source | scorer | size | runs | mean test F1 | baseline | "
+                     "gain (mean ± sd, pairs) | verdict |",
+                     "|---|---|---|---|---|---|---:|---:|---:|---|---:|---|"]
+        lines.append(f"| {row} | {method} | {features} | {domains} | {source} | {scorer} | {size:,} | {len(runs)} | "
+                     f"{statistics.mean(means):.2f} | {base or '–'} | "
+                     f"{f'{mean_sd(diffs)}, {len(diffs)}' if diffs else '–'} | {verdict(diffs) if base else '–'} |")
+    return lines
 
 
 def pseudo_label_table(sized: List[Dict]) -> List[str]:
