@@ -35,7 +35,7 @@ def _forward(model: Model[Ragged, Floats2d], Xr: Ragged, is_train: bool) -> Tupl
     xp = ops.xp
     starts = xp.cumsum(lengths) - lengths
     rows = xp.nonzero(lengths > 0)[0]
-    Y = ops.alloc2f(lengths.shape[0], X.shape[1] if X.ndim == 2 else Xr.data.shape[-1])
+    Y = ops.alloc2f(lengths.shape[0], X.shape[1])
     Y[rows] = X[starts[rows]]
 
     def backprop(dY: Floats2d) -> Ragged:
