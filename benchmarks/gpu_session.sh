@@ -26,8 +26,10 @@
 #   4. part 3: dapt_span and dapt_token on ai and music x 555/666 on the target's train+dev text
 #      plus the same selected text; their baseline trf_target is in the study already;
 #   5. part 1: trf_finetune with --extra-sources others (CoNLL-2003 + the other four domains' train
-#      sets; a stage 1 of its own per target) on ai and music, s555.
-# 1 writes into rerun/ (models and checks, not new study results); 2-5 into study/ (new results:
+#      sets; a stage 1 of its own per target) on ai and music, s555;
+#   6. part 5, each change on its own: trf_finetune_warmup, trf_finetune_head_lr,
+#      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666.
+# 1 writes into rerun/ (models and checks, not new study results); 2-6 into study/ (new results:
 # copy them into project/study/results and run `python project/scripts/report.py study`). A run cut
 # off by the deadline writes nothing; calling `train` again on the same warm machine runs only the
 # runs without a result (the results and the work folder live in $TMPDIR/gpu_session between
@@ -46,7 +48,7 @@ out=${OUT:-$state/out}
 run=${DRY_RUN:+echo}
 
 if [ "$phase" != train ] && [ "$phase" != int8 ]; then
-    sed -n 2,38p "$0"; exit 2
+    sed -n 2,40p "$0"; exit 2
 fi
 
 copy_back() {
@@ -86,6 +88,9 @@ runs=$state/runs.txt
         done
     done
     for domain in ai music; do echo "study trf_finetune $domain 555 --extra-sources others"; done
+    for part in warmup head_lr layer_decay mentions; do
+        for seed in 555 666; do for domain in ai music; do echo "study trf_finetune_$part $domain $seed"; done; done
+    done
 } > "$runs"
 
 study="python3 project/scripts/study.py run --workers 0 --features minilm --corpus $CORPUS --raw $RAW \

@@ -22,6 +22,11 @@ person = "../shared/data/dictionaries/conll2003/person.txt"
 organisation = "../shared/data/dictionaries/conll2003/organization.txt"
 ```
 
+With ``from_corpus = true`` the pool also holds the entities of the labelled training corpus
+itself, each domain's own (read by ``spacy_crossner.MultiDomainCorpus``): a config that need not
+name the domain or repeat its path, e.g. to swap the target's mentions among themselves in a
+fine-tune.
+
 ``mentions`` maps a domain to labelled text (a ``.spacy`` file, a token/tag column file, or a
 folder of them). ``dictionaries`` maps a domain to an entity list (a file or a folder of files;
 entries ``surface`` or ``surface<TAB>type``, an untyped entry taking the file's stem as label,
@@ -32,7 +37,7 @@ examples in the same order are augmented the same way, and each pass draws anew.
 import random
 import warnings
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -50,6 +55,7 @@ def create_mention_replace_augmenter(
     mentions: Optional[Dict[str, str]] = None,
     dictionaries: Optional[Dict[str, Union[str, Dict[str, str]]]] = None,
     seed: int = 0,
+    from_corpus: bool = False,
 ) -> "MentionReplacer":
     """Swap entity mentions for others of the same label and domain (module docstring).
 
@@ -58,18 +64,24 @@ def create_mention_replace_augmenter(
     dictionaries (Optional[Dict[str, Union[str, Dict[str, str]]]]): domain -> entity list file or
         folder, or domain -> {label: file}.
     seed (int): seed of the random choices.
+    from_corpus (bool): also draw from the training corpus's own entities, per domain (the
+        reader must be spacy_crossner.MultiDomainCorpus, which hands them over).
     RETURNS (MentionReplacer): the augmenter, ``(nlp, example) -> Iterator[Example]``.
     """
     where = "[corpora.train.augmenter] spacy_crossner.mention_replace.v1"
     if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 <= probability <= 1:
         raise ValueError(f"{where}: probability must be a number in [0, 1], got {probability!r}")
+    if not isinstance(from_corpus, bool):
+        raise ValueError(f"{where}: from_corpus must be true or false, got {from_corpus!r}")
     pool = read_mention_pool(mentions or {}, dictionaries or {}, where=where)
-    if not pool:
-        raise ValueError(f"{where}: no mention to draw from; give `mentions` or `dictionaries`")
+    if not pool and not from_corpus:
+        raise ValueError(f"{where}: no mention to draw from; give `mentions` or `dictionaries`, "
+                         "or set from_corpus = true")
     settings = {domain: [f"mentions.{domain}"] for domain in mentions or {}}
     for domain in dictionaries or {}:
         settings.setdefault(domain, []).append(f"dictionaries.{domain}")
-    return MentionReplacer(pool, probability=float(probability), seed=seed, settings=settings)
+    return MentionReplacer(pool, probability=float(probability), seed=seed, settings=settings,
+                           from_corpus=from_corpus)
 
 
 def read_mention_pool(
@@ -135,15 +147,37 @@ class MentionReplacer:
 
     def __init__(
         self, pool: MentionPool, *, probability: float, seed: int = 0,
-        settings: Optional[Dict[str, List[str]]] = None,
+        settings: Optional[Dict[str, List[str]]] = None, from_corpus: bool = False,
     ) -> None:
         self.pool = pool
+        self.from_corpus = from_corpus
+        # from_corpus: whether the training corpus's entities were added (add_corpus)
+        self._corpus_added = False
         self.probability = probability
         self.seed = seed
         self.rng = random.Random(seed)
         # domain -> the settings its pool came from, to name them in warnings
         self.settings = settings or {}
         self._checked = False
+
+    def add_corpus(self, docs: Iterable[Doc]) -> None:
+        """With ``from_corpus``: add the entities of the labelled training docs to the pool, each
+        under its doc's domain, after the configured mentions (no repeats). Called, once, by
+        ``MultiDomainCorpus`` when it has read its corpora; a no-op without ``from_corpus``.
+
+        docs (Iterable[Doc]): the labelled training docs (raw-text docs add nothing).
+        """
+        if not self.from_corpus or self._corpus_added:
+            return
+        self._corpus_added = True
+        found = {key: dict.fromkeys(surfaces) for key, surfaces in self.pool.items()}
+        for doc in docs:
+            domain = get_domain(doc)
+            if domain is None or not doc.has_annotation("ENT_IOB"):
+                continue
+            for ent in doc.ents:
+                found.setdefault((domain, ent.label_), {})[tuple(t.text for t in ent)] = None
+        self.pool = {key: list(surfaces) for key, surfaces in found.items()}
 
     def check_corpus(self, labels: Dict[str, Set[str]]) -> None:
         """Warn, once, about pool entries no training example can use: a domain key that is not a
@@ -182,6 +216,13 @@ class MentionReplacer:
                 )
 
     def __call__(self, nlp: Language, example: Example) -> Iterator[Example]:
+        if self.from_corpus and not self._corpus_added:
+            raise ValueError(
+                "[corpora.train.augmenter] spacy_crossner.mention_replace.v1: from_corpus = true "
+                "draws from the training corpus, which only the reader spacy_crossner.MultiDomainCorpus "
+                "(v1 or v2) hands over; use that reader for [corpora.train], or give `mentions` / "
+                "`dictionaries` and set from_corpus = false"
+            )
         reference = example.reference
         domain = example_domain(example)
         if not self.probability or not reference.has_annotation("ENT_IOB") or not reference.ents:

@@ -331,6 +331,9 @@ class MultiDomainCorpus:
             out.append(self._cache[key])
         if fresh:
             check_distinct_domains(self.entries, out)
+            add_corpus = getattr(self.augmenter, "add_corpus", None)
+            if add_corpus is not None:  # mention_replace's from_corpus: the labelled docs' entities
+                add_corpus(doc for entry, docs in zip(self.entries, out) if not entry.raw for doc in docs)
             check_corpus = getattr(self.augmenter, "check_corpus", None)
             if check_corpus is not None:  # e.g. mention_replace's domains and labels
                 labels: Dict[str, Set[str]] = {}

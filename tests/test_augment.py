@@ -182,3 +182,34 @@ def test_config_resolves_and_the_reader_augments(nlp, files):
     for eg in examples:
         assert get_domain(eg.reference) == "ai" and get_domain(eg.predicted) == "ai"
         assert [t.text for t in eg.predicted] == [t.text for t in eg.reference]
+
+
+def test_from_corpus_draws_from_the_training_corpus_itself(nlp, files):
+    """from_corpus = true: no mention file named; the reader hands the augmenter its own labelled
+    docs, whose entities (per domain) become the pool; without that reader, a clear error."""
+    train, _ = files
+    text = CONFIG.replace("[corpora.train.augmenter.mentions]\nai = ${paths.train}\n", "from_corpus = true\n")
+    assert "mentions" not in text
+    config = Config().from_str(text, overrides={"paths.train": str(train)})
+    reader = registry.resolve(config)["corpora"]["train"]
+    examples = list(reader(nlp))
+    original = {doc.text: doc for doc in DocBin().from_disk(train).get_docs(nlp.vocab)}
+    pool = reader.augmenter.pool
+    # the pool is the corpus's own entities, under its domain
+    own = {(get_domain(doc), e.label_, tuple(t.text for t in e)) for doc in original.values() for e in doc.ents}
+    assert {(d, label, s) for (d, label), surfaces in pool.items() for s in surfaces} == own
+    assert sorted(eg.reference.text for eg in examples) != sorted(original)
+    swapped = 0
+    for eg in examples:
+        assert get_domain(eg.reference) == "ai"
+        for ent in eg.reference.ents:
+            assert ("ai", ent.label_, tuple(t.text for t in ent)) in own
+        swapped += eg.reference.text not in original
+    assert swapped > 0
+    # called outside that reader, it says what to do instead of augmenting nothing
+    bare = create_mention_replace_augmenter(probability=1.0, from_corpus=True)
+    eg = _examples(nlp, [("ai", "BERT beats LSTM .".split(), [(0, 1, "algorithm")])])[0]
+    with pytest.raises(ValueError, match="from_corpus = true .*MultiDomainCorpus"):
+        list(bare(nlp, eg))
+    with pytest.raises(ValueError, match="from_corpus must be true or false"):
+        create_mention_replace_augmenter(from_corpus="yes")

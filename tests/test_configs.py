@@ -18,7 +18,8 @@ ALL_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg"))
 SETTINGS = {"multi_cell_sda.cfg": "joint", "multi_cell_sda_trf.cfg": "joint", "multi_cell_uda.cfg": "zero",
             "pgn_sda.cfg": "joint", "pgn_sda_paper.cfg": "joint", "pgn_uda.cfg": "zero"}
 STAGES = {"bilstm_finetune.cfg": "bilstm_pretrain.cfg", "trf_finetune.cfg": "trf_pretrain.cfg",
-          "trf_finetune_tuned.cfg": "trf_pretrain.cfg",
+          **{f"trf_finetune_{part}.cfg": "trf_pretrain.cfg"
+             for part in ("tuned", "warmup", "head_lr", "layer_decay", "mentions")},
           "label_aware_target.cfg": "label_aware_source.cfg"}
 SETTINGS.update({"label_aware_source.cfg": "pretrain", "label_aware_target.cfg": "finetune"})
 # *_sm.cfg: a pretrained spaCy tok2vec as features, sourced from a tiny stand-in pipeline

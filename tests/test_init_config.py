@@ -97,18 +97,30 @@ def generated(name: str) -> Config:
 @pytest.mark.parametrize("name", sorted(study_configs.AFTER_STUDY))
 def test_configs_after_the_study_are_their_base_with_another_optimizer(name):
     """An entry added after the study (issue 47) trains what its base trains, with only the
-    optimizer changed: the same settings outside [training.optimizer], and an optimizer that is
-    not the base's."""
+    optimizer or the training corpus's augmenter changed: the same settings outside
+    [training.optimizer] / [corpora.train.augmenter], and that part not the base's."""
     new, base = fill(generated(name)), fill(generated(study_configs.AFTER_STUDY[name]))
-    assert study_configs.STUDY_CONFIGS[name].fine_tune is not None
+    if study_configs.STUDY_CONFIGS[name].fine_tune is None:
+        augmenter = new["corpora"]["train"].pop("augmenter")
+        assert base["corpora"]["train"].pop("augmenter") is None
+        assert new.to_str(interpolate=False) == base.to_str(interpolate=False)
+        assert augmenter["@augmenters"] == "spacy_crossner.mention_replace.v1"
+        assert augmenter["from_corpus"] is True and augmenter["seed"] == "${system.seed}"
+        return
     new_opt, base_opt = new["training"].pop("optimizer"), base["training"].pop("optimizer")
     assert new_opt != base_opt
     assert new.to_str(interpolate=False) == base.to_str(interpolate=False)
     # and the variant's optimizer is the one of its FineTune
     tune = study_configs.STUDY_CONFIGS[name].fine_tune
-    assert new_opt["@optimizers"] == "spacy_crossner.GroupedAdam.v1"
-    assert (new_opt["head_lr_multiplier"], new_opt["layer_decay"]) == (tune.head_lr_multiplier, tune.layer_decay)
-    assert new_opt["learn_rate"]["warmup_steps"] == tune.warmup_steps
+    if (tune.head_lr_multiplier, tune.layer_decay) == (1.0, 1.0):  # one rate for all: Adam itself
+        assert new_opt["@optimizers"] == base_opt["@optimizers"] == "Adam.v1"
+    else:
+        assert new_opt["@optimizers"] == "spacy_crossner.GroupedAdam.v1"
+        assert (new_opt["head_lr_multiplier"], new_opt["layer_decay"]) == (tune.head_lr_multiplier, tune.layer_decay)
+    if tune.schedule == "constant":
+        assert new_opt["learn_rate"] == base_opt["learn_rate"]
+    else:
+        assert new_opt["learn_rate"]["warmup_steps"] == tune.warmup_steps
 
 
 def test_the_mapping_covers_every_config_the_study_and_project_train():

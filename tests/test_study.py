@@ -147,9 +147,10 @@ def test_train_args_of_our_configs_name_existing_settings(tmp_path, name, featur
     check_overrides_exist(study.config_path(method, args, features), overrides)
     # the study's protocol: MiniLM runs evaluate every 100 steps with patience 400, the others
     # every 200 with 1,600; PGN UDA may run to 30,000 steps, the tuned fine-tune (its learning rate
-    # decays to 0 at max_steps) to 2,000, the others to 20,000
+    # and the warm-up alone (their learning rates decay to 0 at max_steps) to 2,000, the others to 20,000
     assert overrides["system.seed"] == 555
-    assert overrides["training.max_steps"] == {"pgn_uda": 30000, "trf_finetune_tuned": 2000}.get(name, 20000)
+    assert overrides["training.max_steps"] == {"pgn_uda": 30000, "trf_finetune_tuned": 2000,
+                                               "trf_finetune_warmup": 2000}.get(name, 20000)
     assert ("training.patience" in overrides) == method.early_stopping
     assert ("training.eval_frequency" in overrides) == method.early_stopping
     if method.early_stopping:
@@ -674,7 +675,14 @@ def test_issue_47_rows_run_only_when_named(tmp_path):
     it was; naming the row or the method plans it, against its baseline."""
     default = {m for m, *_ in plan(args_for(tmp_path, "--features", "minilm", "--domains", "ai", "--seeds", "555"))}
     assert "trf_finetune" in default and "trf_finetune_tuned" not in default
-    for given in (["--rows", "10"], ["--methods", "trf_finetune_tuned"]):
-        runs = plan(args_for(tmp_path, *given, "--features", "minilm", "--domains", "ai", "music", "--seeds", "555"))
-        assert runs == [("trf_finetune_tuned", "ai", 555, "minilm"), ("trf_finetune_tuned", "music", 555, "minilm")]
-    assert study.BY_NAME["trf_finetune_tuned"].baseline_of == "trf_finetune"
+    runs = plan(args_for(tmp_path, "--methods", "trf_finetune_tuned", "--features", "minilm", "--domains", "ai",
+                         "music", "--seeds", "555"))
+    assert runs == [("trf_finetune_tuned", "ai", 555, "minilm"), ("trf_finetune_tuned", "music", 555, "minilm")]
+    # the row: the combined fine-tune and each of its changes on its own, and mention replacement
+    parts = ["trf_finetune_tuned", "trf_finetune_warmup", "trf_finetune_head_lr", "trf_finetune_layer_decay",
+             "trf_finetune_mentions"]
+    runs = plan(args_for(tmp_path, "--rows", "10", "--features", "minilm", "--domains", "ai", "--seeds", "555"))
+    assert sorted(m for m, *_ in runs) == sorted(parts)
+    for name in parts:
+        assert study.BY_NAME[name].baseline_of == "trf_finetune"
+        assert study.BY_NAME[name].stage1 == "trf_source" and study.BY_NAME[name].init_from

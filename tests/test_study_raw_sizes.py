@@ -225,7 +225,8 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     out = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "train"], env=env,
                          capture_output=True, text=True, check=True).stdout
     lines = [line for line in out.splitlines() if "project/scripts/study.py" in line]
-    assert len(lines) == 20  # 4 teachers + 2 tuned + 4 self-training + 8 DAPT + 2 several sources
+    # 4 teachers + 2 tuned + 4 self-training + 8 DAPT + 2 several sources + 16 single fine-tune changes
+    assert len(lines) == 36
     planned = []
     for line in lines:
         words = shlex.split(line)
@@ -240,7 +241,10 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     assert ("study", "trf_finetune_tuned-music-minilm-s666") in planned
     assert ("study", "trf_selftrain-ai-minilm-s666-sel_raw_lexical_100000") in planned
     assert ("study", "dapt_token-music-minilm-s666-sel_raw_lexical_100000") in planned
-    assert planned[-1] == ("study", "trf_finetune_plus_others-music-minilm-s555")
+    assert planned[19] == ("study", "trf_finetune_plus_others-music-minilm-s555")
+    assert {run for _, run in planned[20:]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
+                                                for s in (555, 666)
+                                                for part in ("warmup", "head_lr", "layer_decay", "mentions")}
     int8 = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "int8"], env=env,
                           capture_output=True, text=True, check=True).stdout
     assert int8.startswith("python3 benchmarks/speed.py --int8 --study-workdir ")

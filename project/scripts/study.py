@@ -46,7 +46,10 @@ Rows (issues 13 and 19; each method against the baseline its paper compares to, 
 
 10. issue 47's parts as methods, screened against the method they improve (not in the default
    selection: name ``--rows 10`` or ``--methods``): ``trf_finetune_tuned`` (a better fine-tune:
-   warm-up + linear decay, the head's rate x10, layer-wise decay 0.9) vs trf_finetune
+   warm-up + linear decay, the head's rate x10, layer-wise decay 0.9) vs trf_finetune, and each
+   change on its own: ``trf_finetune_warmup``, ``trf_finetune_head_lr``,
+   ``trf_finetune_layer_decay``, and ``trf_finetune_mentions`` (entity mention replacement, the
+   target's own mentions swapped among themselves)
 11. self-training and distillation (issue 47 part 4; only when named, and only with
    ``--raw-sizes``): the text selected for the target (the general corpus's sentences only, not
    the target's own) is labelled once by the teacher, trf_finetune's model of the same domain and
@@ -226,6 +229,19 @@ METHODS = [
     Method("trf_finetune_tuned", 10, "trf_finetune_tuned", baseline_of="trf_finetune", kind="finetune",
            features=("minilm",), stage1="trf_source", init_from=True, max_steps=2000,
            note="issue 47: warm-up 100 + linear decay to step 2,000, head rate x10, layer decay 0.9"),
+    # ... and each change on its own (the schedule's decay ends at max_steps, as above)
+    Method("trf_finetune_warmup", 10, "trf_finetune_warmup", baseline_of="trf_finetune", kind="finetune",
+           features=("minilm",), stage1="trf_source", init_from=True, max_steps=2000,
+           note="issue 47: trf_finetune with warm-up 100 + linear decay to step 2,000 only"),
+    Method("trf_finetune_head_lr", 10, "trf_finetune_head_lr", baseline_of="trf_finetune", kind="finetune",
+           features=("minilm",), stage1="trf_source", init_from=True,
+           note="issue 47: trf_finetune with the head's (emitter, CRF) learning rate x10 only"),
+    Method("trf_finetune_layer_decay", 10, "trf_finetune_layer_decay", baseline_of="trf_finetune",
+           kind="finetune", features=("minilm",), stage1="trf_source", init_from=True,
+           note="issue 47: trf_finetune with layer-wise rate decay 0.9 only"),
+    Method("trf_finetune_mentions", 10, "trf_finetune_mentions", baseline_of="trf_finetune", kind="finetune",
+           features=("minilm",), stage1="trf_source", init_from=True,
+           note="issue 47: trf_finetune with entity mention replacement (the target's own mentions, p 0.3)"),
     # issue 47 part 4: the selected text of --raw-sizes pseudo-labelled by the teacher (entities
     # kept from the threshold that reaches --pseudo-min-precision on the target's dev set) as more
     # target train data of the student: the teacher's own recipe (self-training) or the word/char

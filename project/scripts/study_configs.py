@@ -8,8 +8,8 @@ Each setting lives once in the package's pieces (spacy_crossner/configs/); the o
 are the few that one study config sets for itself (a variant's optimizer, a default domain).
 tests/test_init_config.py checks that each entry fills to the same config as the file the study's
 numbers were trained with. The entries added after the study (``AFTER_STUDY``, issue 47) have no
-such file: each is its base config with the optimizer of a ``FineTune`` laid over it, which the
-tests check instead.
+such file: each is its base config with the optimizer of a ``FineTune`` or an augmenter laid over
+it, which the tests check instead.
 """
 import argparse
 import os
@@ -74,9 +74,23 @@ STUDY_CONFIGS: Dict[str, StudyConfig] = {
     # linear decay to 0 at training.max_steps, the head's rate x10, each encoder layer down x0.9
     "trf_finetune_tuned": StudyConfig("trf", "transformer", "finetune", fine_tune=FineTune(
         schedule="warmup_linear", warmup_steps=100, head_lr_multiplier=10.0, layer_decay=0.9)),
+    # ... and each of its three changes on its own, and entity mention replacement (the target's
+    # own mentions swapped among themselves, each entity with probability 0.3)
+    "trf_finetune_warmup": StudyConfig("trf", "transformer", "finetune", fine_tune=FineTune(
+        schedule="warmup_linear", warmup_steps=100)),
+    "trf_finetune_head_lr": StudyConfig("trf", "transformer", "finetune", fine_tune=FineTune(
+        head_lr_multiplier=10.0)),
+    "trf_finetune_layer_decay": StudyConfig("trf", "transformer", "finetune", fine_tune=FineTune(
+        layer_decay=0.9)),
+    "trf_finetune_mentions": StudyConfig("trf", "transformer", "finetune", overrides={
+        "corpora.train.augmenter": {"@augmenters": "spacy_crossner.mention_replace.v1", "probability": 0.3,
+                                    "seed": "${system.seed}", "from_corpus": True},
+    }),
 }
 # the entries added after the study's configs were written by hand (no reference file): {name: base}
-AFTER_STUDY: Dict[str, str] = {"trf_finetune_tuned": "trf_finetune"}
+AFTER_STUDY: Dict[str, str] = {name: "trf_finetune" for name in (
+    "trf_finetune_tuned", "trf_finetune_warmup", "trf_finetune_head_lr", "trf_finetune_layer_decay",
+    "trf_finetune_mentions")}
 
 
 def write_config(name: str, output_dir: Path) -> Path:
