@@ -28,8 +28,10 @@
 #   5. part 1: trf_finetune with --extra-sources others (CoNLL-2003 + the other four domains' train
 #      sets; a stage 1 of its own per target) on ai and music, s555;
 #   6. part 5, each change on its own: trf_finetune_warmup, trf_finetune_head_lr,
-#      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666.
-# 1 writes into rerun/ (models and checks, not new study results); 2-6 into study/ (new results:
+#      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666;
+#   7. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 4) on
+#      ai and music x 555/666, on the same selected text.
+# 1 writes into rerun/ (models and checks, not new study results); 2-7 into study/ (new results:
 # copy them into project/study/results and run `python project/scripts/report.py study`). A run cut
 # off by the deadline writes nothing; calling `train` again on the same warm machine runs only the
 # runs without a result (the results and the work folder live in $TMPDIR/gpu_session between
@@ -48,7 +50,7 @@ out=${OUT:-$state/out}
 run=${DRY_RUN:+echo}
 
 if [ "$phase" != train ] && [ "$phase" != int8 ]; then
-    sed -n 2,40p "$0"; exit 2
+    sed -n 2,42p "$0"; exit 2
 fi
 
 copy_back() {
@@ -91,6 +93,7 @@ runs=$state/runs.txt
     for part in warmup head_lr layer_decay mentions; do
         for seed in 555 666; do for domain in ai music; do echo "study trf_finetune_$part $domain $seed"; done; done
     done
+    for seed in 555 666; do for domain in ai music; do echo "study dapt_finetune_span $domain $seed $selected"; done; done
 } > "$runs"
 
 study="python3 project/scripts/study.py run --workers 0 --features minilm --corpus $CORPUS --raw $RAW \

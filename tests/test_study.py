@@ -678,11 +678,12 @@ def test_issue_47_rows_run_only_when_named(tmp_path):
     runs = plan(args_for(tmp_path, "--methods", "trf_finetune_tuned", "--features", "minilm", "--domains", "ai",
                          "music", "--seeds", "555"))
     assert runs == [("trf_finetune_tuned", "ai", 555, "minilm"), ("trf_finetune_tuned", "music", 555, "minilm")]
-    # the row: the combined fine-tune and each of its changes on its own, and mention replacement
+    # the row: the combined fine-tune and each of its changes on its own, mention replacement, and
+    # DAPT before pre-train -> fine-tune
     parts = ["trf_finetune_tuned", "trf_finetune_warmup", "trf_finetune_head_lr", "trf_finetune_layer_decay",
-             "trf_finetune_mentions"]
+             "trf_finetune_mentions", "dapt_finetune_span", "dapt_finetune_token"]
     runs = plan(args_for(tmp_path, "--rows", "10", "--features", "minilm", "--domains", "ai", "--seeds", "555"))
     assert sorted(m for m, *_ in runs) == sorted(parts)
     for name in parts:
         assert study.BY_NAME[name].baseline_of == "trf_finetune"
-        assert study.BY_NAME[name].stage1 == "trf_source" and study.BY_NAME[name].init_from
+        assert study.BY_NAME[name].stage1.startswith("trf_source") and study.BY_NAME[name].init_from

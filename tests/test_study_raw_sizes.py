@@ -226,7 +226,8 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     lines = [line for line in out.splitlines() if "project/scripts/study.py" in line]
     # 4 teachers + 2 tuned + 4 self-training + 8 DAPT + 2 several sources + 16 single fine-tune changes
-    assert len(lines) == 36
+    # + 4 DAPT then pre-train -> fine-tune
+    assert len(lines) == 40
     planned = []
     for line in lines:
         words = shlex.split(line)
@@ -242,7 +243,9 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     assert ("study", "trf_selftrain-ai-minilm-s666-sel_raw_lexical_100000") in planned
     assert ("study", "dapt_token-music-minilm-s666-sel_raw_lexical_100000") in planned
     assert planned[19] == ("study", "trf_finetune_plus_others-music-minilm-s555")
-    assert {run for _, run in planned[20:]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
+    assert planned[-4:] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000")
+                            for s in (555, 666) for d in ("ai", "music")]
+    assert {run for _, run in planned[20:36]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
                                                 for s in (555, 666)
                                                 for part in ("warmup", "head_lr", "layer_decay", "mentions")}
     int8 = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "int8"], env=env,
@@ -268,3 +271,65 @@ def test_each_job_of_the_runner_plans_its_own_run(tmp_path, monkeypatch):
     for job in jobs:
         (run,) = study.planned(study.parse(job.argv[2:]))
         assert study.run_id(run) == job.name
+
+
+def test_dapt_finetune_stage_1_starts_from_the_targets_dapt_encoder(tmp_path, monkeypatch):
+    """dapt_finetune_span: DAPT on the target's raw text (the selected text of a size) first, then
+    a stage 1 on CoNLL-2003 whose transformer is that encoder (one per target, size and seed: the
+    seeds share the DAPT encoder, not the stage 1), then the fine-tune from that stage 1."""
+    for domain in ("ai", "music"):
+        write_docs(tmp_path / "corpus" / domain / "train.spacy", AI_TRAIN)
+        write_docs(tmp_path / "corpus" / domain / "dev.spacy", AI_DEV)
+        write_docs(tmp_path / "corpus" / domain / "test.spacy", AI_TEST)
+    (tmp_path / "raw").mkdir()
+    for domain in ("ai", "music"):
+        (tmp_path / "raw" / f"{domain}.txt").write_text("".join(t + "\n" for t, _ in AI_TRAIN), encoding="utf8")
+    (tmp_path / "dictionary").mkdir()
+    general_corpus(tmp_path / "general")
+    real_timed, commands = study.timed, []
+
+    class Done:
+        returncode, stdout, stderr = 0, "0 200 1.0 2.0 40.00 0.40\n0 400 0.5 1.0 30.00 0.30\n", ""
+
+    def timed(cmd, env, log):
+        commands.append(cmd)
+        if "select-corpus" in cmd:
+            return real_timed(cmd, env, log)
+        if "dapt" in cmd:
+            out = Path(cmd[cmd.index("dapt") + 2])
+            out.mkdir(parents=True)
+            (out / "dapt_summary.json").write_text(json.dumps({"steps": 3, "epochs": 2}))
+        else:
+            Path(cmd[cmd.index("--output") + 1]).mkdir(parents=True, exist_ok=True)
+        return Done(), 1.0, 1.0
+
+    monkeypatch.setattr(study, "timed", timed)
+    monkeypatch.setattr(study, "evaluate", lambda *a, **k: {"p": 50.0, "r": 50.0, "f": 50.0})
+    argv = ["run", *study_argv(tmp_path, "--methods", "dapt_finetune_span", "--domains", "ai", "music",
+                               "--features", "minilm", "--seeds", "555", "666", "--max-steps", "4", "--workers",
+                               "0", "--raw-sizes", "120", "--raw-source", f"select:{tmp_path / 'general'}")]
+    args = study.parse(argv)
+    run = study.planned(args)[0]
+    assert study.run_id(run) == "dapt_finetune_span-ai-minilm-s555-sel_general_lexical_120"
+    assert [what.split()[0] for what, _ in study.needs(run, args)] == ["selected", "DAPT", "stage"]
+    assert study.main(argv) == 0
+    kinds = [("dapt" if "dapt" in c else "stage1" if "--paths.pretrained" not in c else "stage2")
+             for c in commands if "select-corpus" not in c]
+    assert kinds.count("dapt") == 2 and kinds.count("stage1") == 4 and kinds.count("stage2") == 4
+    work = tmp_path / "work"
+    dapt = {d: work / f"dapt_span-{d}-e2-n0-b8-lr5e-05-L128-s42-sel_general_lexical_120" for d in ("ai", "music")}
+    stage1 = [c for c in commands if "--paths.source_train" in c]
+    for domain in ("ai", "music"):
+        for seed in (555, 666):
+            first = work / f"trf_source_dapt_span-{domain}-minilm-s{seed}-sel_general_lexical_120"
+            (cmd,) = [c for c in stage1 if c[c.index("--output") + 1] == str(first)]
+            assert cmd[cmd.index("--paths.transformer") + 1] == str(dapt[domain])
+            assert Path(cmd[cmd.index("spacy") + 2]).name == "trf_pretrain.cfg"
+            # each stage comes after the DAPT it reads
+            assert commands.index(cmd) > min(i for i, c in enumerate(commands) if "dapt" in c and str(dapt[domain]) in c)
+            record = json.loads((tmp_path / "results" / f"dapt_finetune_span-{domain}-minilm-s{seed}-"
+                                 "sel_general_lexical_120.json").read_text())
+            assert record["stage1"]["model"] == str(first / "model-best")
+            assert record["overrides"][record["overrides"].index("--paths.pretrained") + 1] == str(first / "model-best")
+            assert record["dapt"]["model"] == str(dapt[domain])
+    assert study.BY_NAME["dapt_finetune_span"].baseline_of == "trf_finetune"

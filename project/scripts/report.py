@@ -567,7 +567,7 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
     paired with its baseline (same domain, seed, features) and beside the method's runs on the
     target's own train+dev text only."""
     lines = ["# Test F1 against the size of the selected in-domain text", "",
-             "Rows 4 (PGN UDA), 5 (multi-cell UDA), 8 (DAPT span / token) and 11 (self-training and distillation), "
+             "Rows 4 (PGN UDA), 5 (multi-cell UDA), 8 (DAPT span / token), 10 (DAPT then pre-train -> fine-tune) and 11 (self-training and distillation), "
              "run on the target's own train+dev text plus the text `spacy_crossner select-corpus` ranks best in a "
              "general corpus (row 11: the selected text only, pseudo-labelled by its teacher), up to a size in "
              "word tokens (`study.py run --raw-sizes N ... --raw-source "

@@ -49,7 +49,9 @@ Rows (issues 13 and 19; each method against the baseline its paper compares to, 
    warm-up + linear decay, the head's rate x10, layer-wise decay 0.9) vs trf_finetune, and each
    change on its own: ``trf_finetune_warmup``, ``trf_finetune_head_lr``,
    ``trf_finetune_layer_decay``, and ``trf_finetune_mentions`` (entity mention replacement, the
-   target's own mentions swapped among themselves)
+   target's own mentions swapped among themselves); ``dapt_finetune_span`` / ``_token``: DAPT and
+   pre-train -> fine-tune together (stage 1, ``trf_source_dapt_*``, starts from the target's
+   DAPT encoder of row 8, so it belongs to its target and raw text) vs trf_finetune
 11. self-training and distillation (issue 47 part 4; only when named, and only with
    ``--raw-sizes``): the text selected for the target (the general corpus's sentences only, not
    the target's own) is labelled once by the teacher, trf_finetune's model of the same domain and
@@ -242,6 +244,12 @@ METHODS = [
     Method("trf_finetune_mentions", 10, "trf_finetune_mentions", baseline_of="trf_finetune", kind="finetune",
            features=("minilm",), stage1="trf_source", init_from=True,
            note="issue 47: trf_finetune with entity mention replacement (the target's own mentions, p 0.3)"),
+    # DAPT and pre-train -> fine-tune together: the DAPT encoder of the target (row 8's, on the same
+    # raw text) is stage 1's transformer, so stage 1 belongs to its target and text
+    *[Method(f"dapt_finetune_{masking}", 10, "trf_finetune", baseline_of="trf_finetune", kind="finetune",
+             features=("minilm",), stage1=f"trf_source_dapt_{masking}", init_from=True, masking=masking,
+             note=f"trf_finetune whose stage 1 starts from the target's {masking}-masking DAPT encoder")
+      for masking in ("span", "token")],
     # issue 47 part 4: the selected text of --raw-sizes pseudo-labelled by the teacher (entities
     # kept from the threshold that reaches --pseudo-min-precision on the target's dev set) as more
     # target train data of the student: the teacher's own recipe (self-training) or the word/char
@@ -301,6 +309,10 @@ STAGE1 = [
     Method("label_aware_source", 7, "label_aware_source", kind="source", features=("minilm",),
            early_stopping=False, keep="model-last", listed=False,
            note="the config's fixed 2 epochs on the source (the authors'), its last model"),
+    *[Method(f"trf_source_dapt_{masking}", 10, "trf_pretrain", kind="source", features=("minilm",),
+             masking=masking, listed=False,
+             note=f"trf_source on the target's {masking}-masking DAPT encoder (stage 1 of dapt_finetune_{masking})")
+      for masking in ("span", "token")],
 ]
 BY_NAME = {m.name: m for m in METHODS + STAGE1}
 
@@ -404,16 +416,23 @@ def shared_dir(args, name: str, seed: int, features: str) -> Path:
     return args.workdir / f"{name}-shared-{features}-s{seed}"
 
 
-def stage1_dir(args, method: Method, seed: int, features: str, domain: str) -> Path:
+def stage1_dir(args, method: Method, seed: int, features: str, domain: str,
+               raw_size: Optional[int] = None) -> Path:
     """The work directory of a method's stage 1: shared by every target domain, except for a
-    several-sources method, whose sources depend on the target (--extra-sources others)."""
+    several-sources method, whose sources depend on the target (--extra-sources others), and a
+    stage 1 on the target's DAPT encoder (of the target's raw text, or the selected text of
+    ``raw_size``)."""
+    if BY_NAME[method.stage1].masking:
+        name = f"{method.stage1}-{domain}-{features}-s{seed}"
+        return args.workdir / (f"{name}-{raw_tag(args, raw_size)}" if raw_size else name)
     if several_sources(method):
         return args.workdir / f"{method.stage1}-{domain}-{features}-s{seed}"
     return shared_dir(args, method.stage1, seed, features)
 
 
-def stage1_model(args, method: Method, seed: int, features: str, domain: str) -> Path:
-    return stage1_dir(args, method, seed, features, domain) / BY_NAME[method.stage1].keep
+def stage1_model(args, method: Method, seed: int, features: str, domain: str,
+                 raw_size: Optional[int] = None) -> Path:
+    return stage1_dir(args, method, seed, features, domain, raw_size) / BY_NAME[method.stage1].keep
 
 
 def joint_folder(args, domain: str) -> Path:
@@ -460,7 +479,7 @@ def dapt_dir(args, domain: str, masking: str, raw_size: Optional[int] = None) ->
 def reads_raw(method: Method) -> bool:
     """Whether a method reads the target's raw text (``--raw``, or the selected text of a size;
     self-training and distillation only the selected text)."""
-    return method.kind in ("uda", "dapt") or method.teacher is not None
+    return method.kind in ("uda", "dapt") or method.masking is not None or method.teacher is not None
 
 
 def teacher_run(run: Dict, args) -> Dict:
@@ -635,8 +654,10 @@ def train_args(method: Method, args, domain: str, seed: int, features: str, out:
         cmd += src + target + ["--vars.target_upsample", str(args.target_upsample)]
     elif method.kind in ("source", "zero"):
         cmd += src + src_dev
+        if method.masking:  # a stage 1 on the target's DAPT encoder
+            cmd += ["--paths.transformer", str(dapt_dir(args, domain, method.masking, raw_size))]
     elif method.kind == "finetune":
-        cmd += ["--paths.pretrained", str(stage1_model(args, method, seed, features, domain))] + target
+        cmd += ["--paths.pretrained", str(stage1_model(args, method, seed, features, domain, raw_size))] + target
         if method.init_from:
             # several sources: each target tag's rows from the first source that has it
             cmd += ["--vars.init_from", json.dumps(sources_of(args, domain)) if several_sources(method) else source]
@@ -751,15 +772,15 @@ def needs(run: Dict, args) -> List[Tuple[str, Path]]:
     """What a run trains first (shared with other runs): (what, the file that says it is done)."""
     method, seed, features = run["method"], run["seed"], run["features"]
     out = []
-    if method.stage1:
-        work = stage1_dir(args, method, seed, features, run["domain"])
-        out.append((f"stage 1 {work.name}", work / "train_meta.json"))
     if run.get("raw_size"):
         work = selection_dir(args, run["domain"], run["raw_size"])
         out.append((f"selected text {work.name}", work / "selection.json"))
-    if method.kind == "dapt":
+    if method.masking:  # DAPT, or a stage 1 on the DAPT encoder
         work = dapt_dir(args, run["domain"], method.masking, run.get("raw_size"))
         out.append((f"DAPT {work.name}", work.parent / f"{work.name}.json"))
+    if method.stage1:
+        work = stage1_dir(args, method, seed, features, run["domain"], run.get("raw_size"))
+        out.append((f"stage 1 {work.name}", work / "train_meta.json"))
     if method.teacher and run.get("raw_size"):
         work = pseudo_dir(args, run)
         out.append((f"pseudo-labels {work.name}", work / "summary.json"))
@@ -1179,25 +1200,25 @@ def prepare(run: Dict, args, env) -> Dict:
         extra["sm_pipeline"] = extra["sm_ner"]["pipeline"]
     if features == "sm":
         extra["sm_pipeline"] = sm_pipeline(args)
+    raw_size = run.get("raw_size")
+    if raw_size:
+        extra["raw_text"] = build_selection(args, domain, raw_size, env)
+    if method.masking:  # DAPT first: row 8's encoder, or the one a stage 1 starts from
+        if not dapt_dir(args, domain, method.masking, raw_size).joinpath("dapt_summary.json").exists():
+            print(f"[study] DAPT ({method.masking}) on {raw_text(args, domain, 'DAPT', raw_size)} ...", flush=True)
+        extra["dapt"] = run_dapt(args, domain, method.masking, env, raw_size)
     if method.stage1:
         first = BY_NAME[method.stage1]
-        work = stage1_dir(args, method, seed, features, domain)
+        work = stage1_dir(args, method, seed, features, domain, raw_size)
         if not (work / "train_meta.json").exists():
             print(f"[study] stage 1: {work.name} for {run_id(run)} ...", flush=True)
-        meta = train(first, args, domain, seed, features, work, env)
+        meta = train(first, args, domain, seed, features, work, env, raw_size)
         extra["stage1"] = {"method": first.name, "model": str(work / first.keep),
                            "source_dev_f": round(meta["dev_f"], 2) if meta["dev_f"] is not None else None,
                            "best_step": meta["step"], "last_step": meta["last"],
                            "wall_s": round(meta["wall"], 1), "cpu_s": round(meta["cpu"], 1),
                            "trained": meta.get("date"), "config": meta["targs"][0] if several_sources(first)
                            else f"configs/{first.config}.cfg", "overrides": meta["targs"][1:]}
-    raw_size = run.get("raw_size")
-    if raw_size:
-        extra["raw_text"] = build_selection(args, domain, raw_size, env)
-    if method.kind == "dapt":
-        if not dapt_dir(args, domain, method.masking, raw_size).joinpath("dapt_summary.json").exists():
-            print(f"[study] DAPT ({method.masking}) on {raw_text(args, domain, 'DAPT', raw_size)} ...", flush=True)
-        extra["dapt"] = run_dapt(args, domain, method.masking, env, raw_size)
     if method.teacher:
         extra["pseudo"] = make_pseudo_labels(args, run, env)
         extra["student"] = write_student_config(args, run, extra["pseudo"])
