@@ -22,7 +22,7 @@
 #   2. part 5, row 10's second seed: trf_finetune_tuned on ai and music, s666;
 #   3. part 4, row 11: trf_selftrain on ai and music x 555/666, the 100,000 tokens selected from
 #      GENERAL (select-corpus, lexical) labelled by the teacher of the same seed (each waits up to
-#      15 min for its teacher);
+#      15 min for its teacher), then trf_selftrain_o (O wherever the teacher found no entity);
 #   4. part 3: dapt_span and dapt_token on ai and music x 555/666 on the target's train+dev text
 #      plus the same selected text; their baseline trf_target is in the study already;
 #   5. part 1: trf_finetune with --extra-sources others (CoNLL-2003 + the other four domains' train
@@ -83,6 +83,9 @@ runs=$state/runs.txt
     for domain in ai music; do echo "study trf_finetune_tuned $domain 666"; done
     for seed in 555 666; do
         for domain in ai music; do echo "study trf_selftrain $domain $seed $selected --teacher-wait 900"; done
+    done
+    for seed in 555 666; do
+        for domain in ai music; do echo "study trf_selftrain_o $domain $seed $selected --teacher-wait 900"; done
     done
     for seed in 555 666; do
         for domain in ai music; do

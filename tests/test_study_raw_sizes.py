@@ -225,9 +225,9 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     out = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "train"], env=env,
                          capture_output=True, text=True, check=True).stdout
     lines = [line for line in out.splitlines() if "project/scripts/study.py" in line]
-    # 4 teachers + 2 tuned + 4 self-training + 8 DAPT + 2 several sources + 16 single fine-tune changes
+    # 4 teachers + 2 tuned + 8 self-training + 8 DAPT + 2 several sources + 16 single fine-tune changes
     # + 4 DAPT then pre-train -> fine-tune
-    assert len(lines) == 40
+    assert len(lines) == 44
     planned = []
     for line in lines:
         words = shlex.split(line)
@@ -242,10 +242,11 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     assert ("study", "trf_finetune_tuned-music-minilm-s666") in planned
     assert ("study", "trf_selftrain-ai-minilm-s666-sel_raw_lexical_100000") in planned
     assert ("study", "dapt_token-music-minilm-s666-sel_raw_lexical_100000") in planned
-    assert planned[19] == ("study", "trf_finetune_plus_others-music-minilm-s555")
+    assert ("study", "trf_selftrain_o-music-minilm-s666-sel_raw_lexical_100000") in planned
+    assert planned[23] == ("study", "trf_finetune_plus_others-music-minilm-s555")
     assert planned[-4:] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000")
                             for s in (555, 666) for d in ("ai", "music")]
-    assert {run for _, run in planned[20:36]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
+    assert {run for _, run in planned[24:40]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
                                                 for s in (555, 666)
                                                 for part in ("warmup", "head_lr", "layer_decay", "mentions")}
     int8 = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "int8"], env=env,

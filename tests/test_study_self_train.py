@@ -79,6 +79,7 @@ def test_plan_names_the_row_11_runs_and_what_they_need_first(tmp_path, capsys):
                         "--workdir", str(tmp_path / "w"), "--results", str(tmp_path / "r")])
     ids = [study.run_id(r) for r in study.planned(args)]
     assert ids == ["trf_selftrain-ai-minilm-s555-sel_raw_lexical_100000",
+                   "trf_selftrain_o-ai-minilm-s555-sel_raw_lexical_100000",
                    "bilstm_distill-ai-wordchar+glove-s555-sel_raw_lexical_100000",
                    "bilstm_distill_o-ai-wordchar+glove-s555-sel_raw_lexical_100000",
                    "bilstm_distill_all-ai-wordchar+glove-s555-sel_raw_lexical_100000"]
@@ -88,7 +89,8 @@ def test_plan_names_the_row_11_runs_and_what_they_need_first(tmp_path, capsys):
     assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-missing-p0.8-annotated" in printed
     # the students of one teacher, text and mode share the pseudo-labels; the modes do not
     assert printed.count("pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-missing-p0.8)") == 1
-    assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-p0.8" in printed
+    assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-p0.8)" in printed
+    assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-p0.8-annotated" in printed
     assert "pseudo-trf_finetune-ai-minilm-s555-sel_raw_lexical_100000-confident-o-t0)" in printed
     assert "stage 1 trf_source-shared-minilm-s555" in printed
     # row 11 is run only when named

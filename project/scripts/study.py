@@ -58,7 +58,7 @@ Rows (issues 13 and 19; each method against the baseline its paper compares to, 
    seed (``--teacher-seed N``: that seed's for every run), with ``spacy_crossner pseudo-label``:
    the entities from the threshold whose kept dev entities reach ``--pseudo-min-precision``
    (default 0.8), every other token missing (``bilstm_distill``, ``trf_selftrain``) or, in
-   ``bilstm_distill_o``, O wherever the teacher decoded no entity; ``bilstm_distill_all`` takes
+   ``bilstm_distill_o`` and ``trf_selftrain_o``, O wherever the teacher decoded no entity; ``bilstm_distill_all`` takes
    the teacher's whole decoding (every entity at threshold 0, O elsewhere). The student trains on its
    method's config plus that corpus as more target train data (``[corpora.train.domains.pseudo]``,
    unannotated tokens read as missing; the config is written beside the run's output folder):
@@ -258,6 +258,11 @@ METHODS = [
            stage1="trf_source", init_from=True, teacher="trf_finetune", pseudo_balanced=True,
            note="trf_finetune + the selected text's sentences with entities kept by trf_finetune (the rest "
                 "missing), the gold target upsampled to as many sentences"),
+    Method("trf_selftrain_o", 11, "trf_finetune", baseline_of="trf_finetune", kind="finetune", features=("minilm",),
+           stage1="trf_source", init_from=True, teacher="trf_finetune", pseudo_mode="confident-o",
+           pseudo_balanced=True,
+           note="trf_selftrain with O wherever the teacher decoded no entity (confident-o: every selected "
+                "sentence has an annotation)"),
     Method("bilstm_distill", 11, "bilstm_joint", baseline_of="bilstm_joint", kind="joint", teacher="trf_finetune",
            note="bilstm_joint + the selected text labelled by trf_finetune (kept entities; the rest missing)"),
     Method("bilstm_distill_o", 11, "bilstm_joint", baseline_of="bilstm_joint", kind="joint", teacher="trf_finetune",
