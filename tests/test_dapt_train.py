@@ -62,6 +62,8 @@ def test_tiny_run_lowers_held_out_loss(resumed_run):
     assert first.loss_after < first.loss_before
     assert second.loss_after < second.loss_before
     assert second.loss_before == pytest.approx(first.loss_before)  # both measured on the start model
+    # the start model's random head is worse than piece frequencies alone
+    assert 0 < first.loss_unigram < first.loss_before
     # The bundled MiniLM is a sentence-transformers export: its masked-LM head is missing.
     assert any(name.startswith("cls.predictions") for name in first.newly_initialised)
     saved = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
@@ -120,6 +122,7 @@ def test_cli_token_masking(corpus, tmp_path):
     assert re.search(r"DAPT step 2/2 \(100%\), loss \d+\.\d{3}, \d+ s elapsed\n", result.output)
     assert "{'loss'" not in result.output
     assert "held-out masked-LM loss" in result.output and "freshly initialised" in result.output
+    assert re.search(r"\(piece frequencies alone: \d+\.\d{4}\)", result.output)
     summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
     assert summary["masking"] == "token" and summary["loss_after"] < summary["loss_before"]
 
@@ -153,6 +156,7 @@ def _model_without_tokenizer(tmp_path):
         ("missing_model", "Model directory not found"),
         ("resume_nothing", "Cannot resume"),
         ("bad_masking", "Unknown masking"),
+        ("negative_head_warmup", "head_warmup_steps must be 0 or more"),
     ],
 )
 def test_bad_input_gives_one_clear_error(case, message, corpus, tmp_path):
@@ -176,6 +180,8 @@ def test_bad_input_gives_one_clear_error(case, message, corpus, tmp_path):
         args += ["--resume"]
     elif case == "bad_masking":
         args += ["--masking", "word"]
+    elif case == "negative_head_warmup":
+        args += ["--head-warmup-steps", "-1"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
     assert "Error:" in result.output and message in result.output, result.output
@@ -198,12 +204,16 @@ def test_torchrun_two_cpu_processes(corpus, tmp_path):
         torchrun, "--standalone", "--nproc_per_node", "2", "-m", "spacy_crossner", "dapt",
         str(corpus), str(out), "--max-steps", "2", "--batch-size", "4", "--max-length", str(MAX_LENGTH),
         "--lr", "5e-4", "--held-out", "0.1", "--no-progress", "--seed", "7",
+        "--head-warmup-steps", "2", "--head-lr", "1e-2",
     ]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("tokens seen:") == 1  # only rank 0 reports
     summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
     assert summary["world_size"] == 2
+    # the head warm-up (frozen encoder under DDP) ran first and is not counted in tokens seen
+    assert summary["head_warmup_steps"] == 2
+    assert summary["loss_after_head_warmup"] < summary["loss_before"]
     # 2 steps x 2 processes x 4 blocks x 32 pieces.
     assert summary["tokens_seen"] == 2 * 2 * 4 * MAX_LENGTH
     assert summary["loss_after"] < summary["loss_before"]
@@ -211,6 +221,71 @@ def test_torchrun_two_cpu_processes(corpus, tmp_path):
 
     assert AutoModel.from_pretrained(str(out)).config.hidden_size == 384
     assert AutoTokenizer.from_pretrained(str(out)).mask_token == "[MASK]"
+
+
+def test_encoder_frozen_trains_the_head_alone():
+    """Inside the block an optimiser step moves the masked-LM head only; the encoder and the word
+    embeddings (the decoder is tied to them) stay as they were; requires_grad is restored."""
+    import torch
+
+    from spacy_crossner.dapt.train import _encoder_frozen, load_model
+
+    torch.manual_seed(0)
+    mlm, missing = load_model(bundled_transformer())
+    before = {name: p.detach().clone() for name, p in mlm.named_parameters()}
+    assert mlm.get_output_embeddings().weight is mlm.base_model.embeddings.word_embeddings.weight
+    with _encoder_frozen(mlm) as trainable:
+        assert trainable and all(name.startswith("cls.") for name in trainable)
+        assert set(missing) <= {*trainable, "cls.predictions.decoder.bias"}
+        params = [p for p in mlm.parameters() if p.requires_grad]
+        optimizer = torch.optim.SGD(params, lr=1.0)
+        ids = torch.tensor([[101, 2023, 103, 1037, 3231, 102]])
+        labels = torch.full_like(ids, -100)
+        labels[0, 2] = 2003
+        mlm(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+    after = dict(mlm.named_parameters())
+    assert all(p.requires_grad for p in after.values())
+    moved = {name for name, p in after.items() if not torch.equal(p.detach(), before[name])}
+    assert moved and moved <= set(trainable)
+    assert "bert.embeddings.word_embeddings.weight" not in moved
+
+
+def test_head_warmup_comes_first_and_is_reported(corpus, tmp_path):
+    out = tmp_path / "warm_dapt"
+    result = CliRunner().invoke(app, [
+        "dapt", str(corpus), str(out), "--max-steps", "2", "--batch-size", "4",
+        "--max-length", str(MAX_LENGTH), "--lr", "5e-4", "--held-out", "0.1", "--logging-steps", "1",
+        "--head-warmup-steps", "3", "--head-lr", "1e-2", "--seed", "7",
+    ])
+    assert result.exit_code == 0, result.output
+    assert "DAPT head warm-up: training to step 3" in result.output
+    assert result.output.index("DAPT head warm-up step 3/3") < result.output.index("DAPT: training to step 2")
+    assert "head warm-up first: 3 steps on the masked-LM head alone (learning rate 0.01" in result.output
+    summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
+    assert summary["head_warmup_steps"] == 3 and summary["head_learning_rate"] == pytest.approx(1e-2)
+    assert summary["loss_after_head_warmup"] < summary["loss_before"]
+    assert summary["loss_after"] < summary["loss_before"]
+    # the warm-up's pieces are not DAPT's: 2 steps x 4 blocks x 32 pieces
+    assert summary["steps"] == 2 and summary["tokens_seen"] == 2 * 4 * MAX_LENGTH
+    settings = json.loads((out / "dapt_run_settings.json").read_text(encoding="utf8"))
+    assert settings["head_warmup_steps"] == 3
+
+
+def test_unigram_loss_is_the_smoothed_piece_frequency_loss():
+    import math
+
+    from spacy_crossner.dapt.train import MaskedDataset, unigram_loss
+
+    blocks = [numpy.array([1, 1, 2]), numpy.array([1, 3])]
+    held = MaskedDataset([
+        {"input_ids": [0, 9, 5], "labels": [-100, 1, -100]},
+        {"input_ids": [0, 9], "labels": [-100, 0]},
+    ])
+    # counts 0:0 1:3 2:1 3:1 over 5 pieces, add-one over a vocabulary of 4
+    expected = -(math.log(4 / 9) + math.log(1 / 9)) / 2
+    assert unigram_loss(blocks, held, vocab_size=4) == pytest.approx(expected)
+    assert unigram_loss(blocks, MaskedDataset([{"input_ids": [1], "labels": [-100]}]), vocab_size=4) is None
 
 
 def test_format_seconds():

@@ -51,6 +51,14 @@ def dapt_command(
     save_steps: int = typer.Option(10_000, "--save-steps", help="Save a checkpoint every N steps."),
     logging_steps: int = typer.Option(100, "--logging-steps", help="Log the training loss every N steps."),
     gradient_accumulation_steps: int = typer.Option(1, "--grad-accum", help="Steps accumulated per update."),
+    head_warmup_steps: int = typer.Option(
+        0, "--head-warmup-steps",
+        help="First train the masked-LM head alone for N steps (encoder frozen): for a start model "
+        "without one, such as the bundled MiniLM. 0: none (CrossNER).",
+    ),
+    head_learning_rate: float = typer.Option(
+        1e-3, "--head-lr", help="Constant learning rate of the head warm-up.",
+    ),
     resume: bool = typer.Option(
         False, "--resume",
         help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints. Promised: the "
@@ -88,6 +96,7 @@ def dapt_command(
             max_held_out_blocks=max_held_out_blocks, save_steps=save_steps,
             logging_steps=logging_steps, gradient_accumulation_steps=gradient_accumulation_steps,
             resume=resume, progress=progress, max_line_chars=max_line_chars,
+            head_warmup_steps=head_warmup_steps, head_learning_rate=head_learning_rate,
         )
     except DaptInputError as err:
         fail(str(err))

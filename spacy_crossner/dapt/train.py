@@ -24,6 +24,12 @@ ties the decoder to the word embeddings, but ``cls.predictions.transform.*`` and
 are freshly initialised (seeded), so the "before" loss is that of a random head (about ln(30522) =
 10.3) and the first steps mostly train the head. The summary lists those weights. A model
 directory with a real masked-LM head (e.g. ``bert-base-cased``) has no such warning.
+
+``head_warmup_steps`` > 0 trains the masked-LM head alone first (every weight of the encoder,
+the word embeddings and so the tied decoder included, frozen; its own learning rate
+``head_learning_rate``, constant), so that the encoder's own DAPT steps follow gradients
+through a fitted head rather than a random one. The held-out loss after the warm-up is in the
+summary. A resumed run does not repeat it (the checkpoint holds the head).
 """
 import json
 import logging
@@ -57,7 +63,10 @@ class DaptSummary:
 
     tokens_seen counts the word pieces fed to the model in training over all processes ([CLS] and
     [SEP] included; training blocks are never padded). The losses are the mean masked-LM loss
-    over the batches of the held-out slice, masked once with the seed.
+    over the batches of the held-out slice, masked once with the seed. loss_unigram is the same
+    loss for a model that knows only how often each piece occurs in the training blocks
+    (add-one smoothed): a trained masked LM is far below it, one that learned nothing of
+    context is at it.
     """
 
     model: str
@@ -78,6 +87,11 @@ class DaptSummary:
     loss_after: float
     resumed_from: Optional[str] = None
     newly_initialised: List[str] = field(default_factory=list)
+    loss_unigram: Optional[float] = None
+    head_warmup_steps: int = 0
+    head_learning_rate: Optional[float] = None
+    head_warmup_seconds: float = 0.0
+    loss_after_head_warmup: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -93,8 +107,15 @@ def format_summary(summary: DaptSummary) -> str:
         f"blocks; tokens seen: {summary.tokens_seen:,} "
         f"({summary.tokens_per_second:,.0f} tokens/s over {summary.train_seconds:.1f} s)",
         f"  held-out masked-LM loss ({summary.held_out_blocks} blocks): "
-        f"before {summary.loss_before:.4f}, after {summary.loss_after:.4f}",
+        f"before {summary.loss_before:.4f}, after {summary.loss_after:.4f}"
+        + (f" (piece frequencies alone: {summary.loss_unigram:.4f})" if summary.loss_unigram is not None else ""),
     ]
+    if summary.loss_after_head_warmup is not None:
+        lines.append(
+            f"  head warm-up first: {summary.head_warmup_steps:,} steps on the masked-LM head alone "
+            f"(learning rate {summary.head_learning_rate:g}, {summary.head_warmup_seconds:.1f} s); "
+            f"held-out loss after it {summary.loss_after_head_warmup:.4f}"
+        )
     if summary.resumed_from:
         lines.append(f"  resumed from {summary.resumed_from}")
     if summary.newly_initialised:
@@ -366,6 +387,8 @@ def run_dapt(
     resume: bool = False,
     progress: Optional[bool] = None,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+    head_warmup_steps: int = 0,
+    head_learning_rate: float = 1e-3,
 ) -> DaptSummary:
     """Continue masked-LM training of an encoder on a raw-text corpus and save it.
 
@@ -392,6 +415,9 @@ def run_dapt(
         stderr every ``logging_steps`` steps and at the end; None: the bar when stderr is a
         terminal, else the lines (logs of ``spacy project run``, CI).
     max_line_chars (int): the longest corpus line accepted.
+    head_warmup_steps (int): steps training the masked-LM head alone before DAPT (encoder and
+        word embeddings frozen); 0 = none (CrossNER). Skipped when resuming.
+    head_learning_rate (float): the warm-up's constant AdamW learning rate.
     RETURNS (DaptSummary): tokens seen, held-out loss before/after, timing.
     Raises DaptInputError for user errors (bad corpus, model without tokenizer, ...).
     """
@@ -413,6 +439,10 @@ def run_dapt(
             raise DaptInputError(f"{name} must be at least 1, got {value}")
     if max_steps <= 0 and epochs <= 0:
         raise DaptInputError("Give a positive number of epochs or max_steps")
+    if head_warmup_steps < 0:
+        raise DaptInputError(f"head_warmup_steps must be 0 or more, got {head_warmup_steps}")
+    if head_warmup_steps and not head_learning_rate > 0:
+        raise DaptInputError(f"head_learning_rate must be positive, got {head_learning_rate}")
     model = model or default_model()
     output_dir = Path(output_dir)
     _check_output_dir(output_dir)
@@ -431,6 +461,8 @@ def run_dapt(
         "seed": seed, "max_length": max_length, "held_out": held_out,
         "max_held_out_blocks": max_held_out_blocks,
         "gradient_accumulation_steps": gradient_accumulation_steps,
+        **({"head_warmup_steps": head_warmup_steps, "head_learning_rate": head_learning_rate}
+           if head_warmup_steps else {}),
     })
 
     tokenizer = load_tokenizer(model)
@@ -475,53 +507,75 @@ def run_dapt(
             f"max_length {max_length} exceeds the model's {mlm.config.max_position_embeddings} positions"
         )
     show_bar = _isatty(sys.stderr) if progress is None else progress
-    args = TrainingArguments(
-        output_dir=str(checkpoint_dir),
-        num_train_epochs=epochs,
-        max_steps=max_steps if max_steps > 0 else -1,
-        per_device_train_batch_size=batch_size,
-        per_device_eval_batch_size=batch_size,
-        gradient_accumulation_steps=gradient_accumulation_steps,
-        learning_rate=learning_rate,
-        weight_decay=0.0,
-        adam_epsilon=1e-8,
-        warmup_steps=0,
-        lr_scheduler_type="linear",
-        max_grad_norm=1.0,
-        seed=seed,
-        save_strategy="steps",
-        save_steps=save_steps,
-        save_total_limit=save_total_limit,
-        logging_steps=logging_steps,
-        report_to=[],
-        disable_tqdm=not show_bar,
-        include_num_input_tokens_seen=True,
-        remove_unused_columns=False,
-        prediction_loss_only=True,
-        dataloader_num_workers=0,
-        dataloader_pin_memory=torch.cuda.is_available(),
-        use_cpu=_cpu_only(),
-    )
-    trainer = Trainer(
-        model=mlm,
-        args=args,
-        train_dataset=train_set,
-        eval_dataset=held_set,
-        data_collator=MaskedLMCollator(tokenizer, probability=probability, scheme=masking),
-        processing_class=tokenizer,
-    )
+
+    def make_trainer(label: str, **overrides) -> "Trainer":
+        settings = dict(
+            output_dir=str(checkpoint_dir),
+            num_train_epochs=epochs,
+            max_steps=max_steps if max_steps > 0 else -1,
+            per_device_train_batch_size=batch_size,
+            per_device_eval_batch_size=batch_size,
+            gradient_accumulation_steps=gradient_accumulation_steps,
+            learning_rate=learning_rate,
+            weight_decay=0.0,
+            adam_epsilon=1e-8,
+            warmup_steps=0,
+            lr_scheduler_type="linear",
+            max_grad_norm=1.0,
+            seed=seed,
+            save_strategy="steps",
+            save_steps=save_steps,
+            save_total_limit=save_total_limit,
+            logging_steps=logging_steps,
+            report_to=[],
+            disable_tqdm=not show_bar,
+            include_num_input_tokens_seen=True,
+            remove_unused_columns=False,
+            prediction_loss_only=True,
+            dataloader_num_workers=0,
+            dataloader_pin_memory=torch.cuda.is_available(),
+            use_cpu=_cpu_only(),
+        )
+        settings.update(overrides)
+        made = Trainer(
+            model=mlm,
+            args=TrainingArguments(**settings),
+            train_dataset=train_set,
+            eval_dataset=held_set,
+            data_collator=MaskedLMCollator(tokenizer, probability=probability, scheme=masking),
+            processing_class=tokenizer,
+        )
+        if not show_bar:
+            from transformers.trainer_callback import PrinterCallback
+
+            # our lines replace the Trainer's raw dicts of logged values
+            made.remove_callback(PrinterCallback)
+            made.add_callback(_ProgressLines(label))
+        return made
+
+    warm_steps = 0 if resume else head_warmup_steps
+    warmup = make_trainer("DAPT head warm-up", max_steps=warm_steps, learning_rate=head_learning_rate,
+                          lr_scheduler_type="constant", save_strategy="no") if warm_steps else None
+    first = warmup or make_trainer("DAPT")
+    if not show_bar and first.is_world_process_zero():
+        _say(f"DAPT of {model}: {len(train_set):,} training blocks of {max_length} pieces, "
+             f"held-out loss on {len(held_set):,} blocks before and after")
+    loss_before = _evaluate(first, held_set, tokenizer)
+    loss_after_head = None
+    warm_seconds = 0.0
+    if warmup is not None:
+        warm_clock = _Clock()
+        warmup.add_callback(warm_clock)
+        with _encoder_frozen(mlm):
+            warmup.train()
+        warm_seconds = warm_clock.seconds
+        loss_after_head = _evaluate(warmup, held_set, tokenizer)
+        warmup = first = None  # frees the head's optimizer state
+    # A new Trainer re-seeds: shuffling and masking as in a run without the warm-up.
+    trainer = first or make_trainer("DAPT")
+    args = trainer.args
     clock = _Clock()
     trainer.add_callback(clock)
-    if not show_bar:
-        from transformers.trainer_callback import PrinterCallback
-
-        # our lines replace the Trainer's raw dicts of logged values
-        trainer.remove_callback(PrinterCallback)
-        trainer.add_callback(_ProgressLines())
-        if trainer.is_world_process_zero():
-            _say(f"DAPT of {model}: {len(train_set):,} training blocks of {max_length} pieces, "
-                 f"held-out loss on {len(held_set):,} blocks before and after")
-    loss_before = _evaluate(trainer, held_set, tokenizer)
     trainer.train(resume_from_checkpoint=last_checkpoint if resume else None)
     train_seconds = clock.seconds
     loss_after = _evaluate(trainer, held_set, tokenizer)
@@ -542,9 +596,14 @@ def run_dapt(
         train_seconds=round(train_seconds, 3),
         tokens_per_second=round((tokens_seen - clock.tokens_at_begin) / max(train_seconds, 1e-9), 1),
         loss_before=float(loss_before),
+        loss_unigram=unigram_loss(train_blocks, held_set, vocab_size=len(tokenizer)),
         loss_after=float(loss_after),
         resumed_from=str(last_checkpoint) if resume else None,
         newly_initialised=missing,
+        head_warmup_steps=warm_steps,
+        head_learning_rate=head_learning_rate if warm_steps else None,
+        head_warmup_seconds=round(warm_seconds, 3),
+        loss_after_head_warmup=None if loss_after_head is None else float(loss_after_head),
     )
     trainer.save_model(str(output_dir))
     if trainer.is_world_process_zero():
@@ -554,6 +613,50 @@ def run_dapt(
 
 
 RUN_SETTINGS_FILE = "dapt_run_settings.json"
+
+
+def unigram_loss(blocks: Sequence[numpy.ndarray], held: "MaskedDataset", *, vocab_size: int) -> Optional[float]:
+    """The held-out masked-LM loss (mean cross-entropy over the masked positions, nats) of the
+    add-one smoothed piece frequencies of ``blocks``: the loss of a model without context."""
+    pieces = numpy.concatenate(list(blocks)) if len(blocks) else numpy.zeros(0, dtype=numpy.int64)
+    counts = numpy.bincount(pieces, minlength=vocab_size)[:vocab_size].astype(numpy.float64)
+    log_p = numpy.log((counts + 1.0) / (counts.sum() + vocab_size))
+    # the mean over masked positions (the model's held-out loss averages batch means: close)
+    targets = [t for feature in held.features for t in feature["labels"] if t != -100]
+    if not targets:
+        return None
+    return float(-log_p[numpy.asarray(targets, dtype=numpy.int64)].mean())
+
+
+class _encoder_frozen:
+    """Within the block only the masked-LM head trains: every parameter of the model's base
+    (encoder and embeddings, so a decoder tied to the word embeddings too) has requires_grad
+    off, and is restored after. DaptInputError when nothing would be left to train."""
+
+    def __init__(self, mlm) -> None:
+        self.mlm = mlm
+        self.saved: Dict[str, bool] = {}
+
+    def __enter__(self):
+        base = {id(p) for p in self.mlm.base_model.parameters()}
+        self.saved = {name: p.requires_grad for name, p in self.mlm.named_parameters()}
+        trainable = []
+        for name, param in self.mlm.named_parameters():
+            if id(param) in base:
+                param.requires_grad_(False)
+            elif param.requires_grad:
+                trainable.append(name)
+        if not trainable:
+            self.__exit__(None, None, None)
+            raise DaptInputError(
+                "head warm-up: the model has no masked-LM head weights outside its encoder to "
+                "train; run without head warm-up steps"
+            )
+        return trainable
+
+    def __exit__(self, *exc) -> None:
+        for name, param in self.mlm.named_parameters():
+            param.requires_grad_(self.saved.get(name, True))
 
 
 def _sha256(path: Path) -> Optional[str]:
@@ -638,7 +741,8 @@ def _say(line: str) -> None:
 class _ProgressLines(TrainerCallback):
     """Progress without a bar (process 0 only): a line at each logging step and at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "DAPT") -> None:
+        self.label = label
         self.start = 0.0
         self.first_step = 0
         self.last_line = -1
@@ -647,7 +751,7 @@ class _ProgressLines(TrainerCallback):
         self.start = time.perf_counter()
         self.first_step = int(state.global_step)
         if state.is_world_process_zero:
-            _say(f"DAPT: training to step {state.max_steps:,}, a line every {args.logging_steps:,} "
+            _say(f"{self.label}: training to step {state.max_steps:,}, a line every {args.logging_steps:,} "
                  "steps" + (f" (resumed at step {self.first_step:,})" if self.first_step else ""))
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -667,7 +771,7 @@ class _ProgressLines(TrainerCallback):
         eta = ""
         if 0 < done and step < state.max_steps:
             eta = f", about {format_seconds((state.max_steps - step) * elapsed / done)} left"
-        _say(f"DAPT step {step:,}/{state.max_steps:,} ({100 * step / max(state.max_steps, 1):.0f}%)"
+        _say(f"{self.label} step {step:,}/{state.max_steps:,} ({100 * step / max(state.max_steps, 1):.0f}%)"
              + (f", {loss}" if loss else "") + f", {format_seconds(elapsed)} elapsed{eta}")
 
 
