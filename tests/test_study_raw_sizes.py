@@ -200,7 +200,7 @@ def test_report_plots_f1_against_the_size_of_the_selected_text(tmp_path):
     assert ("| 4 | pgn_uda | wordchar | ai | select:../shared/data/raw | lexical | 100,000 | 100,007 (101,007) "
             "| 555, 666 | 43.50 ± 0.71 | bilstm_source | 3.00 ± 0.00 | reproduced in direction |") in text
     assert ("| 8 | dapt_span | minilm | ai | select:../shared/data/raw | lexical | 20,000 | 20,007 (21,007) "
-            "| 555, 666 | 56.50 ± 0.71 | trf_target | 1.00 ± 0.00 | reproduced in direction |") in text
+            "| 555, 666 | 56.50 ± 0.71 | trf_target | 1.00 ± 0.00 | reproduced in direction | 0 + 0 |") in text
     assert "ai select:../shared/data/raw lexical 20,000: 4e2000000000" in text  # the text's SHA-256
     png = (tmp_path / "study_raw_size.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 1000
@@ -216,6 +216,20 @@ def test_report_plots_f1_against_the_size_of_the_selected_text(tmp_path):
     assert "None yet: no result JSON with `raw_text`" in (tmp_path / "study_raw_size.md").read_text()
     assert not (tmp_path / "study_raw_size.png").exists()
     assert "selected in-domain text" not in (tmp_path / "study.md").read_text()
+
+
+def test_report_costs_count_what_a_run_needed_before_it():
+    """CPU minutes: the training, then the selection, DAPT, pseudo-labels and a stage 1 trained on
+    a DAPT encoder (made for this target); a shared stage 1 (no DAPT) is not the run's cost."""
+    dapt_finetune = {"cpu_s": 600.0, "raw_text": {"cpu_s": 60.0}, "dapt": {"cpu_s": 540.0},
+                     "stage1": {"cpu_s": 2400.0}}
+    assert report.run_cost(dapt_finetune) == (10.0, 50.0)
+    selftrain = {"cpu_s": 1200.0, "raw_text": {"cpu_s": 30.0}, "pseudo": {"cpu_s": 90.0},
+                 "stage1": {"cpu_s": 2400.0}}
+    assert report.run_cost(selftrain) == (20.0, 2.0)
+    assert report.run_cost({"raw_text": {}}) == (None, 0.0)
+    assert report.format_cost([dapt_finetune, {**dapt_finetune, "cpu_s": 1200.0}]) == "15 + 50"
+    assert report.format_cost([{"raw_text": {}}]) == "–"
 
 
 def test_gpu_session_commands_are_study_commands(tmp_path):

@@ -585,10 +585,13 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
     lines += ["Test F1 x100, mean ± sd over seeds; tokens: the selected text's word tokens (requested size) "
               "and, in brackets, all the raw text the method read (its own train+dev text included). Gain: "
               "paired with the baseline by domain and seed, verdict as in study.md. *own text only*: the "
-              "method's runs on the target's train+dev text alone (study.md's).", "",
+              "method's runs on the target's train+dev text alone (study.md's). Cost: CPU minutes per run, "
+              "mean over its runs, of the training itself + what it needed first (the selection, DAPT, the "
+              "pseudo-labelling and a stage 1 on a DAPT encoder; not the teacher, which is the baseline "
+              "pipeline); CPU time, so load from other processes does not inflate it.", "",
               "| row | method | features | domain | source | scorer | size | tokens selected (all) | seeds | test F1 "
-              "| baseline | gain (mean ± sd) | verdict |",
-              "|---|---|---|---|---|---|---:|---:|---|---:|---|---:|---|"]
+              "| baseline | gain (mean ± sd) | verdict | cost (CPU min: train + before) |",
+              "|---|---|---|---|---|---|---:|---:|---|---:|---|---:|---|---:|"]
     own_done = set()
     series: Dict[tuple, List[Tuple[int, List[float]]]] = {}
     baselines: Dict[tuple, List[float]] = {}
@@ -603,7 +606,7 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
                 diffs = paired(results, method, base, features, domain)[0] if base else []
                 lines.append(f"| {row} | {method} | {features} | {domain} | own text only | – | 0 | – | "
                              f"{len(own)} | {mean_sd(own)} | {base or '–'} | {mean_sd(diffs) if diffs else '–'} | "
-                             f"{verdict(diffs) if base else '–'} |")
+                             f"{verdict(diffs) if base else '–'} | – |")
         f1 = [r["test"]["f"] for r in runs]
         diffs = paired_runs(runs, results, base) if base else []
         selected = sorted({r["raw_text"].get("selected_tokens") for r in runs}, key=str)
@@ -614,7 +617,7 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
         seeds = ", ".join(str(s) for s in sorted(r["seed"] for r in runs))
         lines.append(f"| {row} | {method} | {features} | {domain} | {source} | {scorer} | {size:,} | {tokens} | "
                      f"{seeds} | {mean_sd(f1)} | {base or '–'} | {mean_sd(diffs) if diffs else '–'} | "
-                     f"{verdict(diffs) if base else '–'} |")
+                     f"{verdict(diffs) if base else '–'} | {format_cost(runs)} |")
         series.setdefault((domain, method, features, source, scorer), []).append((size, f1))
         if base:
             scores = [r["test"]["f"] for r in results
@@ -630,6 +633,26 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
         f"![test F1 against selected text size]({png.name})", ""]
     path.write_text("\n".join(lines), encoding="utf8")
     plot_raw_size(series, baselines, png)
+
+
+def run_cost(run: Dict) -> Tuple[Optional[float], float]:
+    """CPU minutes of a run on selected text: its training, and what it needed before it (the
+    selection, DAPT, pseudo-labelling, and its stage 1 when that trained on a DAPT encoder, so
+    was made for this target); None for a training without a recorded CPU time."""
+    train = run.get("cpu_s")
+    before = sum(float(run.get(part, {}).get("cpu_s") or 0.0) for part in ("raw_text", "dapt", "pseudo"))
+    if run.get("dapt") and run.get("stage1"):
+        before += float(run["stage1"].get("cpu_s") or 0.0)
+    return (None if train is None else float(train) / 60.0), before / 60.0
+
+
+def format_cost(runs: List[Dict]) -> str:
+    """'T + B' CPU minutes, means over the runs (T over those that recorded it)."""
+    costs = [run_cost(r) for r in runs]
+    trains = [t for t, _ in costs if t is not None]
+    if not trains:
+        return "–"
+    return f"{statistics.mean(trains):.0f} + {statistics.mean(b for _, b in costs):.0f}"
 
 
 def pooled_lines(groups: Dict[tuple, List[Dict]], results: List[Dict]) -> List[str]:
