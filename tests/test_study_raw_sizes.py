@@ -91,6 +91,28 @@ def test_plan_names_the_runs_on_selected_text_apart(tmp_path, capsys):
         study.parse(["plan", "--raw-sizes", "0", "--raw-source", "select:/data"])
 
 
+def test_other_dapt_settings_name_their_runs_apart(tmp_path):
+    """--dapt-epochs 15 (or any --dapt-* off its default) is another DAPT: its runs, a stage 1 on
+    its encoder and their results are named apart from the study's DAPT; other methods are not."""
+    argv = study_argv(tmp_path, "--methods", "dapt_span", "dapt_finetune_span", "trf_target", "--features",
+                      "minilm", "--domains", "ai", "--seeds", "555", "--raw-sizes", "100000",
+                      "--raw-source", "select:/data/raw")
+    default = study.parse(["plan", *argv])
+    longer = study.parse(["plan", *argv, "--dapt-epochs", "15", "--dapt-lr", "1e-4"])
+    assert sorted(study.run_id(r) for r in study.planned(default)) == [
+        "dapt_finetune_span-ai-minilm-s555-sel_raw_lexical_100000", "dapt_span-ai-minilm-s555-sel_raw_lexical_100000",
+        "trf_target-ai-minilm-s555"]
+    assert sorted(study.run_id(r) for r in study.planned(longer)) == [
+        "dapt_finetune_span-ai-minilm-s555-sel_raw_lexical_100000-dapt_e15-lr0.0001",
+        "dapt_span-ai-minilm-s555-sel_raw_lexical_100000-dapt_e15-lr0.0001", "trf_target-ai-minilm-s555"]
+    run = next(r for r in study.planned(longer) if r["method"].name == "dapt_finetune_span")
+    stage1 = study.stage1_dir(longer, run["method"], 555, "minilm", "ai", 100000)
+    assert stage1.name == "trf_source_dapt_span-ai-minilm-s555-sel_raw_lexical_100000-dapt_e15-lr0.0001"
+    assert study.dapt_dir(longer, "ai", "span", 100000).name.startswith("dapt_span-ai-e15-n0-b8-lr0.0001-")
+    assert study.dapt_variant(study.DAPT_DEFAULTS) == ""
+    assert study.dapt_variant({**study.DAPT_DEFAULTS, "max_steps": 3000}) == "dapt_n3000"
+
+
 def test_train_args_read_the_selected_text(tmp_path):
     (tmp_path / "dictionary").mkdir()
     args = study.parse(["run", *study_argv(tmp_path, "--raw-sizes", "500", "--raw-source", "select:/g/raw")])
@@ -169,7 +191,7 @@ def test_run_selects_once_per_domain_and_size_and_names_the_text(tmp_path, monke
     assert commands == []
 
 
-def fake(results: Path, method, domain, seed, features, f, size=None, scorer="lexical"):
+def fake(results: Path, method, domain, seed, features, f, size=None, scorer="lexical", dapt=None):
     m = study.BY_NAME[method]
     data = {"row": m.row, "method": method, "baseline_of": m.baseline_of, "domain": domain, "seed": seed,
             "features": features, "test": {"p": f, "r": f, "f": f}, "dev_f": f, "best_step": 200,
@@ -180,6 +202,9 @@ def fake(results: Path, method, domain, seed, features, f, size=None, scorer="le
         data["raw_text"] = {"source": "select:../shared/data/raw", "scorer": scorer, "size": size,
                             "selected_tokens": size + 7, "tokens": size + 1007, "sha256": f"{size:x}".ljust(64, "0")}
         name += f"-sel_raw_{scorer}_{size}"
+    if dapt:
+        data["dapt"] = dapt
+        name += "-" + study.dapt_variant(dapt)
     (results / f"{name}.json").write_text(json.dumps(data))
 
 
@@ -209,6 +234,20 @@ def test_report_plots_f1_against_the_size_of_the_selected_text(tmp_path):
     assert "from 6 runs" in study_md
     assert "8 run(s) on selected in-domain text" in study_md and "[study_raw_size.md]" in study_md
     assert "dapt_span" not in (tmp_path / "study_summary.md").read_text()
+    # a run with other DAPT settings is its own line, beside the study's, and not the "own text" line
+    long_dapt = {**study.DAPT_DEFAULTS, "epochs": 15.0}
+    fake(results, "dapt_span", "ai", 555, "minilm", 60.0, 20000, dapt=long_dapt)
+    fake(results, "dapt_span", "ai", 777, "minilm", 61.0, dapt=long_dapt)  # on the target's own text
+    assert report.study_report(results_dir=results) == 0
+    text = (tmp_path / "study_raw_size.md").read_text()
+    assert ("| 8 | dapt_span (dapt_e15) | minilm | ai | select:../shared/data/raw | lexical | 20,000 | 20,007 "
+            "(21,007) | 555 | 60.00 (1 seed) | trf_target | 5.00 (1 seed) | too few seeds |") in text
+    assert ("| 8 | dapt_span | minilm | ai | select:../shared/data/raw | lexical | 20,000 | 20,007 (21,007) "
+            "| 555, 666 | 56.50 ± 0.71 | trf_target | 1.00 ± 0.00 | reproduced in direction | 0 + 0 |") in text
+    assert "Not in these tables: 1 run(s) with other DAPT settings" in (tmp_path / "study.md").read_text()
+    assert "dapt_span-ai-s777 (dapt_e15)" in (tmp_path / "study.md").read_text()
+    for path in results.glob("*dapt_e15*.json"):
+        path.unlink()
     # none left: the section says so, the plot is gone, study.md has no pointer
     for path in results.glob("*-sel_*.json"):
         path.unlink()

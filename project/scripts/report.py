@@ -47,7 +47,7 @@ import srsly
 
 import training_log
 from study import (BY_NAME, COVERAGE_GOAL, CROSSNER_DOMAINS, DEFAULT_RESULTS, FEATURES, PAPER,
-                   PAPER_ELSEWHERE, UNKNOWN_GPU, config_eval_frequency, flag_values, rel)
+                   PAPER_ELSEWHERE, UNKNOWN_GPU, config_eval_frequency, dapt_variant, flag_values, rel)
 from timed import format_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -370,7 +370,10 @@ def study_report(*, results_dir: Path) -> int:
     # runs on selected in-domain text of a size: their own report (raw_size_report), not pooled
     # with the runs on the target's own text
     sized = [r for r in results if r.get("raw_text")]
-    results = [r for r in results if not r.get("raw_text")]
+    # DAPT with other settings than the study's on the target's own text: named, not pooled
+    variants = sorted(f"{r['method']}-{r['domain']}-s{r['seed']} ({run_variant(r)})"
+                      for r in results if not r.get("raw_text") and run_variant(r))
+    results = [r for r in results if not r.get("raw_text") and not run_variant(r)]
     if not results:
         raise SystemExit(f"--results: {results_dir} holds only runs on selected text (`raw_text`); their "
                          "baselines' and the other runs' JSONs are needed too")
@@ -394,6 +397,9 @@ def study_report(*, results_dir: Path) -> int:
         lines += [f"{n} of these runs were trained by benchmarks/pretrained_inputs.py (the same training: "
                   "config, data, seed, early stopping) and taken in by `python project/scripts/study.py adopt`; "
                   f"each JSON names its run in `adopted_from` ({', '.join(f'`{a}`' for a in adopted)}).", ""]
+    if variants:
+        lines += [f"Not in these tables: {len(variants)} run(s) with other DAPT settings than the study's "
+                  f"(`study.py run --dapt-*`): {', '.join(variants)}; their JSONs are in `{rel(results_dir)}`.", ""]
     lines += stopping_lines(results)
     present = sorted({r["features"] for r in results}, key=lambda f: list(FEATURES).index(f) if f in FEATURES else 99)
     lines += ["Features: " + "; ".join(f"`{f}` = {FEATURES.get(f, '?')}" for f in present) + ".", ""]
@@ -543,10 +549,17 @@ def study_report(*, results_dir: Path) -> int:
     return 0
 
 
+def run_variant(run: Dict) -> str:
+    """'' for a run with the study's DAPT settings (or no DAPT), else its DAPT settings (``dapt_e15``)."""
+    return dapt_variant(run.get("dapt") or {})
+
+
 def raw_size_key(run: Dict) -> tuple:
-    """What makes runs on selected text replicas: method, features, domain, source, scorer, size."""
+    """What makes runs on selected text replicas: method, features, domain, source, scorer, size,
+    DAPT settings."""
     raw = run["raw_text"]
-    return (run["row"], run["method"], run["features"], run["domain"], raw["source"], raw["scorer"], raw["size"])
+    return (run["row"], run["method"], run["features"], run["domain"], raw["source"], raw["scorer"], raw["size"],
+            run_variant(run))
 
 
 def paired_runs(runs: List[Dict], results: List[Dict], base: str) -> List[float]:
@@ -595,13 +608,15 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
     own_done = set()
     series: Dict[tuple, List[Tuple[int, List[float]]]] = {}
     baselines: Dict[tuple, List[float]] = {}
-    for key in sorted(groups, key=lambda k: (k[:4], k[4], k[5], k[6])):
-        row, method, features, domain, source, scorer, size = key
+    for key in sorted(groups, key=lambda k: (k[:4], k[4], k[5], k[6], k[7])):
+        row, method, features, domain, source, scorer, size, variant = key
+        label = f"{method} ({variant})" if variant else method
         runs = groups[key]
         base = BY_NAME[method].baseline_of if method in BY_NAME else None
         if (method, features, domain) not in own_done:
             own_done.add((method, features, domain))
-            own = [r["test"]["f"] for r in results if (r["method"], r["features"], r["domain"]) == (method, features, domain)]
+            own = [r["test"]["f"] for r in results
+                   if (r["method"], r["features"], r["domain"]) == (method, features, domain) and not run_variant(r)]
             if own:
                 diffs = paired(results, method, base, features, domain)[0] if base else []
                 lines.append(f"| {row} | {method} | {features} | {domain} | own text only | – | 0 | – | "
@@ -615,10 +630,10 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
         tokens = "/".join(f"{t:,}" if isinstance(t, int) else "?" for t in selected) + " (" + "/".join(
             f"{t:,}" if isinstance(t, int) else "–" for t in total) + ")"
         seeds = ", ".join(str(s) for s in sorted(r["seed"] for r in runs))
-        lines.append(f"| {row} | {method} | {features} | {domain} | {source} | {scorer} | {size:,} | {tokens} | "
+        lines.append(f"| {row} | {label} | {features} | {domain} | {source} | {scorer} | {size:,} | {tokens} | "
                      f"{seeds} | {mean_sd(f1)} | {base or '–'} | {mean_sd(diffs) if diffs else '–'} | "
                      f"{verdict(diffs) if base else '–'} | {format_cost(runs)} |")
-        series.setdefault((domain, method, features, source, scorer), []).append((size, f1))
+        series.setdefault((domain, label, features, source, scorer), []).append((size, f1))
         if base:
             scores = [r["test"]["f"] for r in results
                       if (r["method"], r["features"], r["domain"]) == (base, features, domain)]
@@ -661,10 +676,10 @@ def pooled_lines(groups: Dict[tuple, List[Dict]], results: List[Dict]) -> List[s
     seed) pair, with its verdict."""
     pooled: Dict[tuple, List[List[Dict]]] = {}
     for key, runs in groups.items():
-        row, method, features, domain, source, scorer, size = key
-        pooled.setdefault((row, method, features, source, scorer, size), []).append(runs)
+        row, method, features, domain, source, scorer, size, variant = key
+        pooled.setdefault((row, method, features, source, scorer, size, variant), []).append(runs)
     lines = []
-    for (row, method, features, source, scorer, size), by_domain in sorted(pooled.items()):
+    for (row, method, features, source, scorer, size, variant), by_domain in sorted(pooled.items()):
         if len(by_domain) < 2:
             continue
         base = BY_NAME[method].baseline_of if method in BY_NAME else None
@@ -678,7 +693,8 @@ def pooled_lines(groups: Dict[tuple, List[Dict]], results: List[Dict]) -> List[s
                      "| row | method | features | domains | source | scorer | size | runs | mean test F1 | baseline | "
                      "gain (mean ± sd, pairs) | verdict |",
                      "|---|---|---|---|---|---|---:|---:|---:|---|---:|---|"]
-        lines.append(f"| {row} | {method} | {features} | {domains} | {source} | {scorer} | {size:,} | {len(runs)} | "
+        label = f"{method} ({variant})" if variant else method
+        lines.append(f"| {row} | {label} | {features} | {domains} | {source} | {scorer} | {size:,} | {len(runs)} | "
                      f"{statistics.mean(means):.2f} | {base or '–'} | "
                      f"{f'{mean_sd(diffs)}, {len(diffs)}' if diffs else '–'} | {verdict(diffs) if base else '–'} |")
     return lines

@@ -429,7 +429,9 @@ def stage1_dir(args, method: Method, seed: int, features: str, domain: str,
     ``raw_size``)."""
     if BY_NAME[method.stage1].masking:
         name = f"{method.stage1}-{domain}-{features}-s{seed}"
-        return args.workdir / (f"{name}-{raw_tag(args, raw_size)}" if raw_size else name)
+        name = f"{name}-{raw_tag(args, raw_size)}" if raw_size else name
+        tag = dapt_variant(dapt_settings(args))
+        return args.workdir / (f"{name}-{tag}" if tag else name)
     if several_sources(method):
         return args.workdir / f"{method.stage1}-{domain}-{features}-s{seed}"
     return shared_dir(args, method.stage1, seed, features)
@@ -465,9 +467,24 @@ def sm_ner_base(args, domain: str) -> Path:
     return args.workdir / f"sm_ner-{Path(sm_pipeline(args)).name}-{domain}"
 
 
+# The study's DAPT (CPU-sized; the --dapt-* defaults). Runs with other settings are named apart.
+DAPT_DEFAULTS = {"epochs": 2.0, "max_steps": 0, "batch_size": 8, "learning_rate": 5e-5, "max_length": 128,
+                 "seed": 42}
+_DAPT_ABBREVIATIONS = {"epochs": "e", "max_steps": "n", "batch_size": "b", "learning_rate": "lr",
+                       "max_length": "L", "seed": "s"}
+
+
 def dapt_settings(args) -> Dict:
     return {"epochs": args.dapt_epochs, "max_steps": args.dapt_max_steps, "batch_size": args.dapt_batch_size,
             "learning_rate": args.dapt_lr, "max_length": args.dapt_max_length, "seed": args.dapt_seed}
+
+
+def dapt_variant(settings: Dict) -> str:
+    """'' for the study's default DAPT settings, else the ones that differ (``dapt_e15``, ``dapt_n3000-lr0.0001``):
+    what names the runs of a DAPT method with other settings apart (result JSON, work folders, report)."""
+    changed = [f"{_DAPT_ABBREVIATIONS[k]}{settings[k]:g}" for k in DAPT_DEFAULTS
+               if k in settings and float(settings[k]) != float(DAPT_DEFAULTS[k])]
+    return "dapt_" + "-".join(changed) if changed else ""
 
 
 def dapt_dir(args, domain: str, masking: str, raw_size: Optional[int] = None) -> Path:
@@ -762,6 +779,8 @@ def planned(args) -> List[Dict]:
                             run = {"method": planned_method, "domain": domain, "seed": seed, "features": features}
                             if size:
                                 run.update(raw_size=size, raw_tag=raw_tag(args, size))
+                            if planned_method.masking and dapt_variant(dapt_settings(args)):
+                                run["dapt_tag"] = dapt_variant(dapt_settings(args))
                             runs.append(run)
     return runs
 
@@ -770,7 +789,9 @@ def run_id(run: Dict) -> str:
     """The run's name (its result JSON and work folder); a run on selected text adds the text's
     tag, so it is never taken for the run on the target's own text."""
     name = f"{run['method'].name}-{run['domain']}-{run['features']}-s{run['seed']}"
-    return f"{name}-{run['raw_tag']}" if run.get("raw_size") else name
+    name = f"{name}-{run['raw_tag']}" if run.get("raw_size") else name
+    # DAPT with other settings than the study's (--dapt-epochs ...): its own result
+    return f"{name}-{run['dapt_tag']}" if run.get("dapt_tag") else name
 
 
 def needs(run: Dict, args) -> List[Tuple[str, Path]]:
@@ -1687,13 +1708,17 @@ def parse_args(argv=None):
     p.add_argument("--source-dev-limit", type=int, default=0,
                    help="first N source dev sentences of the source-only models' model selection (0 = all)")
     p.add_argument("--target-upsample", type=int, default=10, help="target train set copies per pass (joint)")
-    p.add_argument("--dapt-epochs", type=float, default=2.0,
-                   help="DAPT epochs over the target's raw text (row 8; CPU-sized; the paper: 15)")
-    p.add_argument("--dapt-max-steps", type=int, default=0, help="DAPT optimiser steps, overrides --dapt-epochs if > 0")
-    p.add_argument("--dapt-batch-size", type=int, default=8, help="DAPT blocks per step (CrossNER: 8)")
-    p.add_argument("--dapt-lr", type=float, default=5e-5, help="DAPT peak learning rate")
-    p.add_argument("--dapt-max-length", type=int, default=128, help="DAPT block length in word pieces (paper: 512)")
-    p.add_argument("--dapt-seed", type=int, default=42, help="seed of the DAPT runs")
+    p.add_argument("--dapt-epochs", type=float, default=DAPT_DEFAULTS["epochs"],
+                   help="DAPT epochs over the target's raw text (row 8; CPU-sized; the paper: 15). Any "
+                   "--dapt-* value other than its default names the DAPT runs apart (e.g. ...-dapt_e15)")
+    p.add_argument("--dapt-max-steps", type=int, default=DAPT_DEFAULTS["max_steps"],
+                   help="DAPT optimiser steps, overrides --dapt-epochs if > 0")
+    p.add_argument("--dapt-batch-size", type=int, default=DAPT_DEFAULTS["batch_size"],
+                   help="DAPT blocks per step (CrossNER: 8)")
+    p.add_argument("--dapt-lr", type=float, default=DAPT_DEFAULTS["learning_rate"], help="DAPT peak learning rate")
+    p.add_argument("--dapt-max-length", type=int, default=DAPT_DEFAULTS["max_length"],
+                   help="DAPT block length in word pieces (paper: 512)")
+    p.add_argument("--dapt-seed", type=int, default=DAPT_DEFAULTS["seed"], help="seed of the DAPT runs")
     p.add_argument("--threads", type=int, default=1, help="OMP/MKL threads of each subprocess")
     p.add_argument("--gpu-id", type=int, default=-1, help="GPU of training, DAPT and evaluation; -1 = CPU")
     p.add_argument("--max-runs", type=int, default=0, help="stop after N new runs (0 = all)")
