@@ -30,7 +30,10 @@
 #   6. part 5, each change on its own: trf_finetune_warmup, trf_finetune_head_lr,
 #      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666;
 #   7. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 4) on
-#      ai and music x 555/666, on the same selected text.
+#      ai and music x 555/666, on the same selected text;
+#   8. part 3, DAPT as long as the paper's: dapt_span with --dapt-epochs 15 (the study's is 2; the
+#      bundled MiniLM's held-out masked-LM loss after 2 epochs is barely below piece frequencies',
+#      docs/dapt.md) on ai and music x 555/666, the same selected text (named ...-dapt_e15).
 # 1 writes into rerun/ (models and checks, not new study results); 2-7 into study/ (new results:
 # copy them into project/study/results and run `python project/scripts/report.py study`). A run cut
 # off by the deadline writes nothing; calling `train` again on the same warm machine runs only the
@@ -97,6 +100,7 @@ runs=$state/runs.txt
         for seed in 555 666; do for domain in ai music; do echo "study trf_finetune_$part $domain $seed"; done; done
     done
     for seed in 555 666; do for domain in ai music; do echo "study dapt_finetune_span $domain $seed $selected"; done; done
+    for seed in 555 666; do for domain in ai music; do echo "study dapt_span $domain $seed $selected --dapt-epochs 15"; done; done
 } > "$runs"
 
 study="python3 project/scripts/study.py run --workers 0 --features minilm --corpus $CORPUS --raw $RAW \
@@ -109,8 +113,9 @@ if [ -n "$run" ]; then
 fi
 echo "[gpu_session] $(wc -l < "$runs") runs, 12 at once, until ${deadline}s, from $(date -u +%H:%M:%S)"
 timeout --kill-after=10 "$deadline" xargs -P 12 -L 1 bash -c '
-    results=$0 method=$1 domain=$2 seed=$3; shift 4
-    log='"$state"'/logs/$method-$domain-s$seed.log
+    results=$0 method=$1 domain=$2 seed=$3; shift 3
+    # the same run with other options (--dapt-epochs) has a log of its own
+    log='"$state"'/logs/$method-$domain-s$seed${1:+-$(echo "$*" | md5sum | cut -c1-6)}.log
     '"$study"' --results '"$state"'/$results --methods $method --domains $domain --seeds $seed "$@" > $log 2>&1
     echo "[gpu_session] $method $domain $seed exit $? at $(date -u +%H:%M:%S)"' < "$runs"
 echo "[gpu_session] stopped at $(date -u +%H:%M:%S): $(ls "$state"/rerun/*.json 2>/dev/null | wc -l) rerun, \

@@ -279,8 +279,8 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     lines = [line for line in out.splitlines() if "project/scripts/study.py" in line]
     # 4 teachers + 2 tuned + 8 self-training + 8 DAPT + 2 several sources + 16 single fine-tune changes
-    # + 4 DAPT then pre-train -> fine-tune
-    assert len(lines) == 44
+    # + 4 DAPT then pre-train -> fine-tune + 4 DAPT of 15 epochs
+    assert len(lines) == 48
     planned = []
     for line in lines:
         words = shlex.split(line)
@@ -297,7 +297,10 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     assert ("study", "dapt_token-music-minilm-s666-sel_raw_lexical_100000") in planned
     assert ("study", "trf_selftrain_o-music-minilm-s666-sel_raw_lexical_100000") in planned
     assert planned[23] == ("study", "trf_finetune_plus_others-music-minilm-s555")
-    assert planned[-4:] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000")
+    assert planned[-8:-4] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000")
+                              for s in (555, 666) for d in ("ai", "music")]
+    # the long DAPT: its own results, never taken for the study's two-epoch DAPT of step 4
+    assert planned[-4:] == [("study", f"dapt_span-{d}-minilm-s{s}-sel_raw_lexical_100000-dapt_e15")
                             for s in (555, 666) for d in ("ai", "music")]
     assert {run for _, run in planned[24:40]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
                                                 for s in (555, 666)
@@ -307,6 +310,31 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     assert int8.startswith("python3 benchmarks/speed.py --int8 --study-workdir ")
     assert subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh")], env=env,
                           capture_output=True, text=True).returncode == 2
+
+
+def test_gpu_session_passes_every_option_of_a_line_to_study(tmp_path):
+    """The real `train` path (xargs, 12 at once), study.py stood in for by a python3 that writes its
+    argv: each command is the dry run's, options after the seed included, none dropped or added."""
+    env = dict(os.environ, CORPUS=str(tmp_path), RAW=str(tmp_path), GENERAL=str(tmp_path),
+               TMPDIR=str(tmp_path / "tmp"), OUT=str(tmp_path / "out"))
+    dry = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "train"], env=dict(env, DRY_RUN="1"),
+                         capture_output=True, text=True, check=True).stdout
+    expected = sorted(shlex.split(line)[1:] for line in dry.splitlines() if "project/scripts/study.py" in line)
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    record = tmp_path / "argv"
+    record.mkdir()
+    (stub / "python3").write_text(f"""#!{sys.executable}
+import json, sys, uuid
+open({str(record)!r} + "/" + uuid.uuid4().hex, "w").write(json.dumps(sys.argv[1:]))
+""")
+    (stub / "python3").chmod(0o755)
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "train", "60"],
+                          env=dict(env, PATH=f"{stub}:{env['PATH']}"), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = sorted(json.loads(path.read_text()) for path in record.iterdir())
+    assert got == expected
+    assert any("--dapt-epochs" in argv for argv in got) and len(got) == 48
 
 
 def test_each_job_of_the_runner_plans_its_own_run(tmp_path, monkeypatch):
