@@ -765,6 +765,7 @@ def planned(args) -> List[Dict]:
                 break
             chosen |= more
     runs = []
+    dapt_tag = dapt_variant(dapt_settings(args))
     for method in METHODS:
         kinds = ([method] if method.name in plain else []) + ([variant(method, args)] if extra and method.name in chosen
                                                               else [method] if method.name in chosen else [])
@@ -779,8 +780,8 @@ def planned(args) -> List[Dict]:
                             run = {"method": planned_method, "domain": domain, "seed": seed, "features": features}
                             if size:
                                 run.update(raw_size=size, raw_tag=raw_tag(args, size))
-                            if planned_method.masking and dapt_variant(dapt_settings(args)):
-                                run["dapt_tag"] = dapt_variant(dapt_settings(args))
+                            if planned_method.masking and dapt_tag:
+                                run["dapt_tag"] = dapt_tag
                             runs.append(run)
     return runs
 
