@@ -554,6 +554,11 @@ def run_variant(run: Dict) -> str:
     return dapt_variant(run.get("dapt") or {})
 
 
+def method_label(method: str, variant: str) -> str:
+    """A method as the raw-size tables name it: with its DAPT settings when they are not the study's."""
+    return f"{method} ({variant})" if variant else method
+
+
 def raw_size_key(run: Dict) -> tuple:
     """What makes runs on selected text replicas: method, features, domain, source, scorer, size,
     DAPT settings."""
@@ -610,7 +615,7 @@ def raw_size_report(sized: List[Dict], results: List[Dict], path: Path, png: Pat
     baselines: Dict[tuple, List[float]] = {}
     for key in sorted(groups, key=lambda k: (k[:4], k[4], k[5], k[6], k[7])):
         row, method, features, domain, source, scorer, size, variant = key
-        label = f"{method} ({variant})" if variant else method
+        label = method_label(method, variant)
         runs = groups[key]
         base = BY_NAME[method].baseline_of if method in BY_NAME else None
         if (method, features, domain) not in own_done:
@@ -693,7 +698,7 @@ def pooled_lines(groups: Dict[tuple, List[Dict]], results: List[Dict]) -> List[s
                      "| row | method | features | domains | source | scorer | size | runs | mean test F1 | baseline | "
                      "gain (mean ± sd, pairs) | verdict |",
                      "|---|---|---|---|---|---|---:|---:|---:|---|---:|---|"]
-        label = f"{method} ({variant})" if variant else method
+        label = method_label(method, variant)
         lines.append(f"| {row} | {label} | {features} | {domains} | {source} | {scorer} | {size:,} | {len(runs)} | "
                      f"{statistics.mean(means):.2f} | {base or '–'} | "
                      f"{f'{mean_sd(diffs)}, {len(diffs)}' if diffs else '–'} | {verdict(diffs) if base else '–'} |")

@@ -491,8 +491,7 @@ def dapt_dir(args, domain: str, masking: str, raw_size: Optional[int] = None) ->
     """The DAPT encoder of a domain and masking: shared by the seeds, named by its settings (and,
     on selected text, by the text's source, scorer and size)."""
     s = dapt_settings(args)
-    tag = (f"e{s['epochs']:g}-n{s['max_steps']}-b{s['batch_size']}-lr{s['learning_rate']:g}"
-           f"-L{s['max_length']}-s{s['seed']}")
+    tag = "-".join(f"{_DAPT_ABBREVIATIONS[k]}{s[k]:g}" for k in DAPT_DEFAULTS)
     if raw_size:
         tag += f"-{raw_tag(args, raw_size)}"
     return args.workdir / f"dapt_{masking}-{domain}-{tag}"
