@@ -32,9 +32,9 @@
 #   7. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 4) on
 #      ai and music x 555/666, on the same selected text;
 #   8. part 3, DAPT as long as the paper's: dapt_span with --dapt-epochs 15 (the study's is 2; the
-#      bundled MiniLM's held-out masked-LM loss after 2 epochs is barely below piece frequencies',
-#      docs/dapt.md) on ai and music x 555/666, the same selected text (named ...-dapt_e15).
-# 1 writes into rerun/ (models and checks, not new study results); 2-7 into study/ (new results:
+#      bundled MiniLM's held-out masked-LM loss after 2 epochs is no lower than a context-free
+#      model's, docs/dapt.md) on ai and music x 555/666, the same selected text (named ...-dapt_e15).
+# 1 writes into rerun/ (models and checks, not new study results); 2-8 into study/ (new results:
 # copy them into project/study/results and run `python project/scripts/report.py study`). A run cut
 # off by the deadline writes nothing; calling `train` again on the same warm machine runs only the
 # runs without a result (the results and the work folder live in $TMPDIR/gpu_session between

@@ -64,6 +64,7 @@ def test_tiny_run_lowers_held_out_loss(resumed_run):
     assert second.loss_before == pytest.approx(first.loss_before)  # both measured on the start model
     # the start model's random head is worse than piece frequencies alone
     assert 0 < first.loss_unigram < first.loss_before
+    assert 0 < first.loss_context_free < first.loss_unigram
     # The bundled MiniLM is a sentence-transformers export: its masked-LM head is missing.
     assert any(name.startswith("cls.predictions") for name in first.newly_initialised)
     saved = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
@@ -256,7 +257,7 @@ def test_head_warmup_comes_first_and_is_reported(corpus, tmp_path):
     result = CliRunner().invoke(app, [
         "dapt", str(corpus), str(out), "--max-steps", "2", "--batch-size", "4",
         "--max-length", str(MAX_LENGTH), "--lr", "5e-4", "--held-out", "0.1", "--logging-steps", "1",
-        "--head-warmup-steps", "3", "--head-lr", "1e-2", "--seed", "7",
+        "--head-warmup-steps", "3", "--head-lr", "1e-2", "--seed", "7", "--save-steps", "2",
     ])
     assert result.exit_code == 0, result.output
     assert "DAPT head warm-up: training to step 3" in result.output
@@ -270,6 +271,17 @@ def test_head_warmup_comes_first_and_is_reported(corpus, tmp_path):
     assert summary["steps"] == 2 and summary["tokens_seen"] == 2 * 4 * MAX_LENGTH
     settings = json.loads((out / "dapt_run_settings.json").read_text(encoding="utf8"))
     assert settings["head_warmup_steps"] == 3
+    # resumed, the run does not warm the head up again, and its summary still says the head had it
+    resumed = CliRunner().invoke(app, [
+        "dapt", str(corpus), str(out), "--max-steps", "3", "--batch-size", "4",
+        "--max-length", str(MAX_LENGTH), "--lr", "5e-4", "--held-out", "0.1", "--seed", "7",
+        "--head-warmup-steps", "3", "--head-lr", "1e-2", "--save-steps", "2", "--resume",
+    ])
+    assert resumed.exit_code == 0, resumed.output
+    assert "DAPT head warm-up" not in resumed.output
+    summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf8"))
+    assert summary["steps"] == 3 and summary["resumed_from"].endswith("checkpoint-2")
+    assert summary["head_warmup_steps"] == 3 and summary["head_learning_rate"] == pytest.approx(1e-2)
 
 
 def test_unigram_loss_is_the_smoothed_piece_frequency_loss():
@@ -286,6 +298,27 @@ def test_unigram_loss_is_the_smoothed_piece_frequency_loss():
     expected = -(math.log(4 / 9) + math.log(1 / 9)) / 2
     assert unigram_loss(blocks, held, vocab_size=4) == pytest.approx(expected)
     assert unigram_loss(blocks, MaskedDataset([{"input_ids": [1], "labels": [-100]}]), vocab_size=4) is None
+
+
+def test_context_free_loss_copies_a_visible_piece_with_the_masking_odds():
+    import math
+
+    from spacy_crossner.dapt.train import MaskedDataset, context_free_loss, unigram_loss
+
+    blocks = [numpy.array([1, 1, 2]), numpy.array([1, 3])]
+    mask = 9
+    held = MaskedDataset([
+        # a [MASK] over 1; a piece 2 left as it was; a random 3 over 1
+        {"input_ids": [0, mask, 2, 3], "labels": [-100, 1, 2, 1]},
+    ])
+    p = {1: 4 / 9, 2: 2 / 9, 3: 2 / 9}  # add-one over a vocabulary of 4, as above
+    expected = -(math.log(p[1]) + math.log(0.5 + 0.5 * p[2]) + math.log(0.5 * p[1])) / 3
+    assert context_free_loss(blocks, held, vocab_size=4, mask_token_id=mask) == pytest.approx(expected)
+    # copying what the input shows pays where the masking kept the piece (80/10/10)
+    kept = MaskedDataset([{"input_ids": [2, 3], "labels": [2, 3]}])
+    assert context_free_loss(blocks, kept, vocab_size=4, mask_token_id=mask) < unigram_loss(blocks, kept, vocab_size=4)
+    empty = MaskedDataset([{"input_ids": [1], "labels": [-100]}])
+    assert context_free_loss(blocks, empty, vocab_size=4, mask_token_id=mask) is None
 
 
 def test_format_seconds():

@@ -380,7 +380,9 @@ def test_dapt_finetune_stage_1_starts_from_the_targets_dapt_encoder(tmp_path, mo
         if "dapt" in cmd:
             out = Path(cmd[cmd.index("dapt") + 2])
             out.mkdir(parents=True)
-            (out / "dapt_summary.json").write_text(json.dumps({"steps": 3, "epochs": 2}))
+            (out / "dapt_summary.json").write_text(json.dumps({
+                "steps": 3, "epochs": 2, "loss_before": 10.5, "loss_after": 6.4, "loss_unigram": 6.8,
+                "loss_context_free": 6.3}))
         else:
             Path(cmd[cmd.index("--output") + 1]).mkdir(parents=True, exist_ok=True)
         return Done(), 1.0, 1.0
@@ -400,6 +402,9 @@ def test_dapt_finetune_stage_1_starts_from_the_targets_dapt_encoder(tmp_path, mo
     assert kinds.count("dapt") == 2 and kinds.count("stage1") == 4 and kinds.count("stage2") == 4
     work = tmp_path / "work"
     dapt = {d: work / f"dapt_span-{d}-e2-n0-b8-lr5e-05-L128-s42-sel_general_lexical_120" for d in ("ai", "music")}
+    # the DAPT record keeps the losses against which to read it
+    meta = json.loads(dapt["ai"].with_suffix(".json").read_text())
+    assert (meta["loss_after"], meta["loss_unigram"], meta["loss_context_free"]) == (6.4, 6.8, 6.3)
     stage1 = [c for c in commands if "--paths.source_train" in c]
     for domain in ("ai", "music"):
         for seed in (555, 666):

@@ -1079,7 +1079,9 @@ def run_dapt(args, domain: str, masking: str, env, raw_size: Optional[int] = Non
                 "corpus_tokens": sum(len(line.split()) for line in lines), "model": str(out),
                 "steps": summary.get("steps"), "epochs_done": summary.get("epochs"),
                 "probability": summary.get("probability"), "loss_before": summary.get("loss_before"),
-                "loss_after": summary.get("loss_after"), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                "loss_after": summary.get("loss_after"), "loss_unigram": summary.get("loss_unigram"),
+                "loss_context_free": summary.get("loss_context_free"),
+                "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                 "command": " ".join(shlex.quote(c) for c in ["python", *cmd[1:]])}
         meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
     return meta

@@ -22,6 +22,10 @@ import torch
 
 MASKING_SCHEMES = ("span", "token")
 IGNORE_INDEX = -100
+# Step 3 of mask_tokens: of the selected pieces, MASK_SHARE become [MASK]; of the rest,
+# RANDOM_SHARE_OF_REST a random id, the others stay as they are (BERT's 80/10/10).
+MASK_SHARE = 0.8
+RANDOM_SHARE_OF_REST = 0.5
 
 
 def move_lone_masks(
@@ -106,10 +110,10 @@ def mask_tokens(
     labels = input_ids.clone()
     labels[~selected] = IGNORE_INDEX
     # Step 3: 80% [MASK], then half of the rest (10%) random ids, the last 10% unchanged.
-    to_mask = torch.bernoulli(torch.full(inputs.shape, 0.8), generator=generator).bool()
+    to_mask = torch.bernoulli(torch.full(inputs.shape, MASK_SHARE), generator=generator).bool()
     to_mask &= selected
     inputs[to_mask] = mask_token_id
-    to_random = torch.bernoulli(torch.full(inputs.shape, 0.5), generator=generator).bool()
+    to_random = torch.bernoulli(torch.full(inputs.shape, RANDOM_SHARE_OF_REST), generator=generator).bool()
     to_random &= selected & ~to_mask
     random_ids = torch.randint(vocab_size, inputs.shape, dtype=inputs.dtype, generator=generator)
     inputs[to_random] = random_ids[to_random]

@@ -40,7 +40,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import torch
@@ -48,7 +48,9 @@ from transformers import TrainerCallback
 
 from .corpus import DEFAULT_MAX_LINE_CHARS, DaptInputError, iter_lines
 from ..misc import format_seconds
-from .masking import MASKING_SCHEMES, MaskedLMCollator, PaddingCollator, mask_tokens
+from .masking import (
+    MASKING_SCHEMES, RANDOM_SHARE_OF_REST, MaskedLMCollator, PaddingCollator, mask_tokens,
+)
 
 SUMMARY_FILE = "dapt_summary.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -65,8 +67,11 @@ class DaptSummary:
     [SEP] included; training blocks are never padded). The losses are the mean masked-LM loss
     over the batches of the held-out slice, masked once with the seed. loss_unigram is the same
     loss for a model that knows only how often each piece occurs in the training blocks
-    (add-one smoothed): a trained masked LM is far below it, one that learned nothing of
-    context is at it.
+    (add-one smoothed). loss_context_free is the loss of a model without context: those
+    frequencies, and where the masking left a piece visible (a selected piece that is not
+    [MASK] kept its own id as often as it got a random one), that piece with half the
+    probability. A masked LM that learned nothing of context is at loss_context_free, one that
+    uses context is below it.
     """
 
     model: str
@@ -88,6 +93,7 @@ class DaptSummary:
     resumed_from: Optional[str] = None
     newly_initialised: List[str] = field(default_factory=list)
     loss_unigram: Optional[float] = None
+    loss_context_free: Optional[float] = None
     head_warmup_steps: int = 0
     head_learning_rate: Optional[float] = None
     head_warmup_seconds: float = 0.0
@@ -110,6 +116,11 @@ def format_summary(summary: DaptSummary) -> str:
         f"before {summary.loss_before:.4f}, after {summary.loss_after:.4f}"
         + (f" (piece frequencies alone: {summary.loss_unigram:.4f})" if summary.loss_unigram is not None else ""),
     ]
+    if summary.loss_context_free is not None:
+        lines.append(
+            f"  without context (piece frequencies, and copying a piece the masking left visible): "
+            f"{summary.loss_context_free:.4f}; a masked LM that uses context is below it"
+        )
     if summary.loss_after_head_warmup is not None:
         lines.append(
             f"  head warm-up first: {summary.head_warmup_steps:,} steps on the masked-LM head alone "
@@ -455,7 +466,7 @@ def run_dapt(
             f"{checkpoint_dir} holds checkpoints of an earlier run: pass --resume to continue it, "
             "or choose another output directory"
         )
-    _check_resume_settings(output_dir, resume, {
+    recorded = _check_resume_settings(output_dir, resume, {
         "corpus_sha256": _sha256(Path(corpus)), "model": model, "masking": masking,
         "probability": probability, "batch_size": batch_size, "learning_rate": learning_rate,
         "seed": seed, "max_length": max_length, "held_out": held_out,
@@ -597,11 +608,14 @@ def run_dapt(
         tokens_per_second=round((tokens_seen - clock.tokens_at_begin) / max(train_seconds, 1e-9), 1),
         loss_before=float(loss_before),
         loss_unigram=unigram_loss(train_blocks, held_set, vocab_size=len(tokenizer)),
+        loss_context_free=context_free_loss(train_blocks, held_set, vocab_size=len(tokenizer),
+                                            mask_token_id=tokenizer.mask_token_id),
         loss_after=float(loss_after),
         resumed_from=str(last_checkpoint) if resume else None,
         newly_initialised=missing,
-        head_warmup_steps=warm_steps,
-        head_learning_rate=head_learning_rate if warm_steps else None,
+        # a resumed run's head had the first run's warm-up (its run settings record it)
+        head_warmup_steps=int(recorded.get("head_warmup_steps", 0)),
+        head_learning_rate=recorded.get("head_learning_rate"),
         head_warmup_seconds=round(warm_seconds, 3),
         loss_after_head_warmup=None if loss_after_head is None else float(loss_after_head),
     )
@@ -615,17 +629,46 @@ def run_dapt(
 RUN_SETTINGS_FILE = "dapt_run_settings.json"
 
 
-def unigram_loss(blocks: Sequence[numpy.ndarray], held: "MaskedDataset", *, vocab_size: int) -> Optional[float]:
-    """The held-out masked-LM loss (mean cross-entropy over the masked positions, nats) of the
-    add-one smoothed piece frequencies of ``blocks``: the loss of a model without context."""
+def _piece_probabilities(blocks: Sequence[numpy.ndarray], vocab_size: int) -> numpy.ndarray:
+    """The add-one smoothed frequency of each piece id in ``blocks``."""
     pieces = numpy.concatenate(list(blocks)) if len(blocks) else numpy.zeros(0, dtype=numpy.int64)
     counts = numpy.bincount(pieces, minlength=vocab_size)[:vocab_size].astype(numpy.float64)
-    log_p = numpy.log((counts + 1.0) / (counts.sum() + vocab_size))
-    # the mean over masked positions (the model's held-out loss averages batch means: close)
-    targets = [t for feature in held.features for t in feature["labels"] if t != -100]
-    if not targets:
+    return (counts + 1.0) / (counts.sum() + vocab_size)
+
+
+def _held_out_targets(held: "MaskedDataset") -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """The labels of the held-out slice's masked positions and the input id at each."""
+    pairs = [(t, x) for feature in held.features
+             for t, x in zip(feature["labels"], feature["input_ids"]) if t != -100]
+    targets = numpy.asarray([t for t, _ in pairs], dtype=numpy.int64)
+    inputs = numpy.asarray([x for _, x in pairs], dtype=numpy.int64)
+    return targets, inputs
+
+
+def unigram_loss(blocks: Sequence[numpy.ndarray], held: "MaskedDataset", *, vocab_size: int) -> Optional[float]:
+    """The held-out masked-LM loss (mean cross-entropy over the masked positions, nats) of the
+    add-one smoothed piece frequencies of ``blocks``, whatever the input shows."""
+    targets, _ = _held_out_targets(held)
+    if not len(targets):
         return None
-    return float(-log_p[numpy.asarray(targets, dtype=numpy.int64)].mean())
+    # the mean over masked positions (the model's held-out loss averages batch means: close)
+    return float(-numpy.log(_piece_probabilities(blocks, vocab_size)[targets]).mean())
+
+
+def context_free_loss(blocks: Sequence[numpy.ndarray], held: "MaskedDataset", *, vocab_size: int,
+                      mask_token_id: int) -> Optional[float]:
+    """The held-out masked-LM loss of a model without context: at a [MASK], the smoothed piece
+    frequencies of ``blocks``; where the input shows a piece, that piece or a random one with
+    the masking's odds (kept as often as replaced, mask_tokens' step 3), so the piece shown gets
+    that share of the probability and the frequencies the rest."""
+    targets, inputs = _held_out_targets(held)
+    if not len(targets):
+        return None
+    p = _piece_probabilities(blocks, vocab_size)[targets]
+    kept = 1.0 - RANDOM_SHARE_OF_REST
+    shown = inputs != mask_token_id
+    p = numpy.where(shown, kept * (inputs == targets) + (1.0 - kept) * p, p)
+    return float(-numpy.log(p).mean())
 
 
 class _encoder_frozen:
@@ -671,10 +714,11 @@ def _sha256(path: Path) -> Optional[str]:
     return digest.hexdigest()
 
 
-def _check_resume_settings(output_dir: Path, resume: bool, settings: Dict[str, Any]) -> None:
+def _check_resume_settings(output_dir: Path, resume: bool, settings: Dict[str, Any]) -> Dict[str, Any]:
     """A resumed run continues the run that wrote the checkpoints: the same corpus (by content)
     and the same settings, except the length (--max-steps / --epochs), which may grow. The first
-    run records them in OUTPUT_DIR/dapt_run_settings.json."""
+    run records them in OUTPUT_DIR/dapt_run_settings.json. RETURNS the recorded settings (the
+    first run's, on resume)."""
     path = output_dir / RUN_SETTINGS_FILE
     if resume and path.exists():
         try:
@@ -688,10 +732,11 @@ def _check_resume_settings(output_dir: Path, resume: bool, settings: Dict[str, A
                 f"run's ({path}): {'; '.join(changed)}. Resume with the first run's corpus and "
                 "options, or start a new run in another output directory."
             )
-        return
+        return saved
     if _is_main_process_env():
         output_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings, indent=2), encoding="utf8")
+    return settings
 
 
 def _is_main_process_env() -> bool:
