@@ -352,6 +352,29 @@ def fake(results: Path, method, domain, seed, features, f, device="cpu", **extra
     (results / f"{method}-{domain}-{features}-s{seed}.json").write_text(json.dumps(data))
 
 
+def test_report_pairs_a_several_sources_run_with_its_one_source_method(tmp_path):
+    """A --extra-sources run's method (NAME_plus_<sources>) is not listed: the report knows it
+    by name and pairs it with NAME."""
+    results = tmp_path / "study"
+    results.mkdir()
+    name = "bilstm_joint_plus_weather_news"
+    assert name not in study.BY_NAME
+    for domain, base, gain in (("ai", 49.0, 1.0), ("music", 59.0, -0.5)):
+        for seed, noise in ((555, 0.0), (666, 0.5)):
+            fake(results, "bilstm_joint", domain, seed, "wordchar+glove", base + noise)
+            data = json.loads((results / f"bilstm_joint-{domain}-wordchar+glove-s{seed}.json").read_text())
+            data.update(method=name, test={"p": 0, "r": 0, "f": base + noise + gain + noise})
+            (results / f"{name}-{domain}-wordchar+glove-s{seed}.json").write_text(json.dumps(data))
+    assert report.study_report(results_dir=results) == 0
+    text = (tmp_path / "study.md").read_text()
+    # gains +1.0 / +1.5 on ai, -0.5 / 0.0 on music
+    assert f"| 1 | {name} | bilstm_joint | wordchar+glove | ai | 2 | 1.25 ± 0.35 | reproduced in direction | – |" in text
+    assert f"| 1 | {name} | bilstm_joint | wordchar+glove | all | 4 | 0.50 ± 0.91 | within noise | – |" in text
+    assert study.variant_named(name).baseline_of == "bilstm_joint"
+    assert study.variant_named("bilstm_joint") is study.BY_NAME["bilstm_joint"]
+    assert study.variant_named("no_such_plus_thing") is None and study.variant_named("bilstm_joint_plus_") is None
+
+
 def test_report_from_fake_results(tmp_path):
     results = tmp_path / "study"
     results.mkdir()

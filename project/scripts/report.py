@@ -47,7 +47,8 @@ import srsly
 
 import training_log
 from study import (BY_NAME, COVERAGE_GOAL, CROSSNER_DOMAINS, DEFAULT_RESULTS, FEATURES, PAPER,
-                   PAPER_ELSEWHERE, UNKNOWN_GPU, config_eval_frequency, dapt_variant, flag_values, rel)
+                   PAPER_ELSEWHERE, UNKNOWN_GPU, config_eval_frequency, dapt_variant, flag_values, rel,
+                   variant_named)
 from timed import format_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +226,10 @@ def workflow_main(argv=None) -> None:
 
 
 def load_results(path: Path) -> List[Dict]:
-    return [json.loads(p.read_text()) for p in sorted(path.glob("*.json"))]
+    results = [json.loads(p.read_text()) for p in sorted(path.glob("*.json"))]
+    for result in results:  # the several-sources variants (--extra-sources) are known by name only
+        variant_named(str(result.get("method", "")))
+    return results
 
 
 def mean_sd(values: List[float]) -> str:

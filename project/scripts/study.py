@@ -589,6 +589,18 @@ def several_sources(method: Method) -> bool:
     return method.extends is not None
 
 
+def variant_named(name: str) -> Optional[Method]:
+    """The method a result names: a listed one, or the several-sources variant NAME_plus_<sources>
+    of a listed NAME (registered as ``variant`` does, so a report finds its baseline); None for
+    neither."""
+    if name in BY_NAME:
+        return BY_NAME[name]
+    base, plus, sources = name.partition("_plus_")
+    if not plus or not sources or base not in BY_NAME:
+        return None
+    return variant(BY_NAME[base], argparse.Namespace(extra_sources=[sources]))
+
+
 def variant(method: Method, args) -> Method:
     """The several-sources variant of a one-source method (--extra-sources); registered in
     BY_NAME so its stage 1 is found by name."""
