@@ -19,23 +19,26 @@
 # (AI and music x seeds 555/666), each part against trf_finetune:
 #   1. the teachers: trf_finetune on ai and music, seeds 555 and 666 (their stage 1, trf_source of
 #      the seed on CoNLL-2003, is shared); the study has their results, these are for the models;
-#   2. part 5, row 10's second seed: trf_finetune_tuned on ai and music, s666;
-#   3. part 4, row 11: trf_selftrain on ai and music x 555/666, the 100,000 tokens selected from
+#   2. part 3, DAPT as long as the paper's: dapt_span with --dapt-epochs 15 (the study's is 2; the
+#      bundled MiniLM's held-out masked-LM loss after 2 epochs is no lower than a context-free
+#      model's, docs/dapt.md) on ai and music x 555/666, on the target's train+dev text plus the
+#      100,000 tokens 4 reads (named ...-dapt_e15; first, as the likeliest to move anything);
+#   3. part 5, row 10's second seed: trf_finetune_tuned on ai and music, s666;
+#   4. part 4, row 11: trf_selftrain on ai and music x 555/666, the 100,000 tokens selected from
 #      GENERAL (select-corpus, lexical) labelled by the teacher of the same seed (each waits up to
 #      15 min for its teacher), then trf_selftrain_o (O wherever the teacher found no entity);
-#   4. part 3: dapt_span and dapt_token on ai and music x 555/666 on the target's train+dev text
+#   5. part 3: dapt_span and dapt_token on ai and music x 555/666 on the target's train+dev text
 #      plus the same selected text; their baseline trf_target is in the study already;
-#   5. part 1: trf_finetune with --extra-sources others (CoNLL-2003 + the other four domains' train
+#   6. part 1: trf_finetune with --extra-sources others (CoNLL-2003 + the other four domains' train
 #      sets; a stage 1 of its own per target) on ai and music, s555;
-#   6. part 5, each change on its own: trf_finetune_warmup, trf_finetune_head_lr,
+#   7. part 5, each change on its own: trf_finetune_warmup, trf_finetune_head_lr,
 #      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666;
-#   7. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 4) on
-#      ai and music x 555/666, on the same selected text;
-#   8. part 3, DAPT as long as the paper's: dapt_span with --dapt-epochs 15 (the study's is 2; the
-#      bundled MiniLM's held-out masked-LM loss after 2 epochs is no lower than a context-free
-#      model's, docs/dapt.md) on ai and music x 555/666, the same selected text (named ...-dapt_e15).
+#   8. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 5) on
+#      ai and music x 555/666, on the same selected text (all four in the study since 2026-11-28).
 # 1 writes into rerun/ (models and checks, not new study results); 2-8 into study/ (new results:
-# copy them into project/study/results and run `python project/scripts/report.py study`). A run cut
+# copy them into project/study/results and run `python project/scripts/report.py study`); a line of
+# 2-8 whose result project/study/results holds already (`study.py plan` says done: run on CPU since)
+# is skipped, so a copy never overwrites it. A run cut
 # off by the deadline writes nothing; calling `train` again on the same warm machine runs only the
 # runs without a result (the results and the work folder live in $TMPDIR/gpu_session between
 # calls; a fresh machine starts over). Each call copies results, logs and the small records of the
@@ -83,6 +86,7 @@ selected="--raw-sizes 100000 --raw-source select:$GENERAL --raw-scorer lexical"
 runs=$state/runs.txt
 {
     for seed in 555 666; do for domain in ai music; do echo "rerun trf_finetune $domain $seed"; done; done
+    for seed in 555 666; do for domain in ai music; do echo "study dapt_span $domain $seed $selected --dapt-epochs 15"; done; done
     for domain in ai music; do echo "study trf_finetune_tuned $domain 666"; done
     for seed in 555 666; do
         for domain in ai music; do echo "study trf_selftrain $domain $seed $selected --teacher-wait 900"; done
@@ -100,11 +104,12 @@ runs=$state/runs.txt
         for seed in 555 666; do for domain in ai music; do echo "study trf_finetune_$part $domain $seed"; done; done
     done
     for seed in 555 666; do for domain in ai music; do echo "study dapt_finetune_span $domain $seed $selected"; done; done
-    for seed in 555 666; do for domain in ai music; do echo "study dapt_span $domain $seed $selected --dapt-epochs 15"; done; done
 } > "$runs"
 
 study="python3 project/scripts/study.py run --workers 0 --features minilm --corpus $CORPUS --raw $RAW \
 --workdir $work --gpu-id 0 --threads 1 --eval-frequency 100 --patience 400"
+plan="python3 project/scripts/study.py plan --features minilm --corpus $CORPUS --raw $RAW --workdir $work \
+--results project/study/results"
 if [ -n "$run" ]; then
     while read -r results method domain seed extra; do
         echo "$study --results $state/$results --methods $method --domains $domain --seeds $seed $extra"
@@ -114,6 +119,12 @@ fi
 echo "[gpu_session] $(wc -l < "$runs") runs, 12 at once, until ${deadline}s, from $(date -u +%H:%M:%S)"
 timeout --kill-after=10 "$deadline" xargs -P 12 -L 1 bash -c '
     results=$0 method=$1 domain=$2 seed=$3; shift 3
+    # a screen the repository has already (run on CPU since this list was written) is not run
+    # again: its result would overwrite the one in project/study/results when copied in
+    if [ "$results" = study ] && '"$plan"' --methods $method --domains $domain --seeds $seed "$@" 2>/dev/null \
+            | grep -q "^done "; then
+        echo "[gpu_session] $method $domain $seed $*: project/study/results has it, skipped"; exit 0
+    fi
     # the same run with other options (--dapt-epochs) has a log of its own
     log='"$state"'/logs/$method-$domain-s$seed${1:+-$(echo "$*" | md5sum | cut -c1-6)}.log
     '"$study"' --results '"$state"'/$results --methods $method --domains $domain --seeds $seed "$@" > $log 2>&1

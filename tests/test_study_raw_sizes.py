@@ -278,8 +278,8 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     out = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "train"], env=env,
                          capture_output=True, text=True, check=True).stdout
     lines = [line for line in out.splitlines() if "project/scripts/study.py" in line]
-    # 4 teachers + 2 tuned + 8 self-training + 8 DAPT + 2 several sources + 16 single fine-tune changes
-    # + 4 DAPT then pre-train -> fine-tune + 4 DAPT of 15 epochs
+    # 4 teachers + 4 DAPT of 15 epochs + 2 tuned + 8 self-training + 8 DAPT + 2 several sources
+    # + 16 single fine-tune changes + 4 DAPT then pre-train -> fine-tune
     assert len(lines) == 48
     planned = []
     for line in lines:
@@ -296,13 +296,13 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     assert ("study", "trf_selftrain-ai-minilm-s666-sel_raw_lexical_100000") in planned
     assert ("study", "dapt_token-music-minilm-s666-sel_raw_lexical_100000") in planned
     assert ("study", "trf_selftrain_o-music-minilm-s666-sel_raw_lexical_100000") in planned
-    assert planned[23] == ("study", "trf_finetune_plus_others-music-minilm-s555")
-    assert planned[-8:-4] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000")
-                              for s in (555, 666) for d in ("ai", "music")]
-    # the long DAPT: its own results, never taken for the study's two-epoch DAPT of step 4
-    assert planned[-4:] == [("study", f"dapt_span-{d}-minilm-s{s}-sel_raw_lexical_100000-dapt_e15")
+    # the long DAPT first: its own results, never taken for the study's two-epoch DAPT of step 5
+    assert planned[4:8] == [("study", f"dapt_span-{d}-minilm-s{s}-sel_raw_lexical_100000-dapt_e15")
                             for s in (555, 666) for d in ("ai", "music")]
-    assert {run for _, run in planned[24:40]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
+    assert planned[27] == ("study", "trf_finetune_plus_others-music-minilm-s555")
+    assert planned[-4:] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000")
+                            for s in (555, 666) for d in ("ai", "music")]
+    assert {run for _, run in planned[28:44]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
                                                 for s in (555, 666)
                                                 for part in ("warmup", "head_lr", "layer_decay", "mentions")}
     int8 = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "int8"], env=env,
@@ -324,17 +324,32 @@ def test_gpu_session_passes_every_option_of_a_line_to_study(tmp_path):
     stub.mkdir()
     record = tmp_path / "argv"
     record.mkdir()
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    # study.py plan (the check for a result the repository has) says "done" for trf_finetune_tuned
     (stub / "python3").write_text(f"""#!{sys.executable}
 import json, sys, uuid
-open({str(record)!r} + "/" + uuid.uuid4().hex, "w").write(json.dumps(sys.argv[1:]))
+folder = {str(plans)!r} if sys.argv[2] == "plan" else {str(record)!r}
+open(folder + "/" + uuid.uuid4().hex, "w").write(json.dumps(sys.argv[1:]))
+if sys.argv[2] == "plan":
+    method = sys.argv[sys.argv.index("--methods") + 1]
+    print(("done  " if method == "trf_finetune_tuned" else "todo  ") + method)
 """)
     (stub / "python3").chmod(0o755)
     proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "train", "60"],
                           env=dict(env, PATH=f"{stub}:{env['PATH']}"), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     got = sorted(json.loads(path.read_text()) for path in record.iterdir())
-    assert got == expected
-    assert any("--dapt-epochs" in argv for argv in got) and len(got) == 48
+    tuned = [argv for argv in expected if argv[argv.index("--methods") + 1] == "trf_finetune_tuned"]
+    assert len(tuned) == 2 and got == [argv for argv in expected if argv not in tuned]
+    assert any("--dapt-epochs" in argv for argv in got) and len(got) == 46
+    assert proc.stdout.count("project/study/results has it, skipped") == 2
+    # every study line (not the teachers' reruns) asked first, against the repository's results
+    asked = [json.loads(path.read_text()) for path in plans.iterdir()]
+    assert len(asked) == 44
+    assert all(argv[argv.index("--results") + 1] == "project/study/results" for argv in asked)
+    assert sorted(argv[argv.index("--methods"):] for argv in asked) == sorted(
+        argv[argv.index("--methods"):] for argv in expected if "/rerun" not in " ".join(argv))
 
 
 def test_each_job_of_the_runner_plans_its_own_run(tmp_path, monkeypatch):
