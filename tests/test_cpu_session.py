@@ -1,0 +1,112 @@
+"""benchmarks/cpu_session.sh: the study's long CPU runs as a queue that survives lost work folders."""
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "cpu_session.sh"
+sys.path.insert(0, str(ROOT / "project" / "scripts"))
+import study  # noqa: E402
+
+
+def queue_lines(path: Path):
+    return [line.split("#")[0].split() for line in path.read_text().splitlines() if line.split("#")[0].strip()]
+
+
+def test_the_committed_queue_plans_the_runs_it_names(tmp_path):
+    """Each line of benchmarks/cpu_queue.txt becomes one study.py command (DRY_RUN) that parses with
+    study.py's own options and plans exactly that run, the placeholders replaced by paths."""
+    env = dict(os.environ, DRY_RUN="1", STATE=str(tmp_path / "state"), GENERAL="/g/raw", DICTIONARY="/d/conll")
+    out = subprocess.run(["bash", str(SCRIPT), "run"], env=env, capture_output=True, text=True, check=True).stdout
+    commands = [shlex.split(line) for line in out.splitlines()]
+    lines = queue_lines(ROOT / "benchmarks" / "cpu_queue.txt")
+    assert len(commands) == len(lines) > 0
+    for words, line in zip(commands, lines):
+        assert words[:3] == ["python3", "project/scripts/study.py", "run"]
+        assert "$" not in " ".join(words)
+        args = study.parse(words[2:])
+        assert args.workers == 0 and args.threads == 1
+        assert args.results == ROOT / "project" / "study" / "results"
+        assert str(args.workdir) == str(tmp_path / "state" / "work")
+        (run,) = study.planned(args)
+        assert study.run_id(run).startswith(line[0]) and (run["domain"], run["seed"]) == (line[1], int(line[2]))
+        if "--raw-source" in words:
+            assert args.raw_source == "select:/g/raw"
+        if "--dictionary" in words:
+            assert str(args.dictionary) == "/d/conll"
+        if "--vectors" in words:
+            assert str(args.vectors) == str(tmp_path / "state" / "vectors" / "glove50")
+
+
+def test_run_skips_what_the_study_has_and_runs_the_rest_in_the_frozen_copy(tmp_path):
+    """The real path (xargs, two at once), python3 stood in for by a stub that writes its argv and
+    working folder: a line whose result exists (plan says done) is skipped; the others run once
+    each in FROZEN, every option of their line passed on, comments and blank lines ignored."""
+    state, frozen, stub, record = (tmp_path / name for name in ("state", "frozen", "bin", "argv"))
+    for folder in (state / "corpus", state / "raw", frozen, stub, record):
+        folder.mkdir(parents=True)
+    queue = tmp_path / "queue.txt"
+    queue.write_text("# a comment\n\ntrf_finetune ai 555 --features minilm  # done already\n"
+                     "trf_finetune music 555 --features minilm\n"
+                     "multi_cell_uda ai 666 --features wordchar --raw-sizes 100000 "
+                     "--raw-source select:$GENERAL --dictionary $DICTIONARY\n")
+    (stub / "python3").write_text(f"""#!{sys.executable}
+import json, os, sys, uuid
+argv = sys.argv[1:]
+if argv[1] == "plan":
+    done = argv[argv.index("--domains") + 1] == "ai" and argv[argv.index("--seeds") + 1] == "555"
+    print(("done  " if done else "todo  ") + "run")
+else:
+    open({str(record)!r} + "/" + uuid.uuid4().hex, "w").write(json.dumps([os.getcwd(), argv]))
+""")
+    (stub / "python3").chmod(0o755)
+    env = dict(os.environ, STATE=str(state), FROZEN=str(frozen), GENERAL="/g", DICTIONARY="/d",
+               PATH=f"{stub}:{os.environ['PATH']}")
+    proc = subprocess.run(["bash", str(SCRIPT), "run", str(queue), "2"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("project/study/results has it, skipped") == 1
+    ran = sorted((json.loads(path.read_text()) for path in record.iterdir()), key=lambda r: r[1])
+    assert [cwd for cwd, _ in ran] == [str(frozen)] * 2
+    argvs = [argv for _, argv in ran]
+    assert argvs[0][argvs[0].index("--methods"):] == [
+        "--methods", "multi_cell_uda", "--domains", "ai", "--seeds", "666", "--features", "wordchar",
+        "--raw-sizes", "100000", "--raw-source", "select:/g", "--dictionary", "/d"]
+    assert argvs[1][argvs[1].index("--methods"):] == [
+        "--methods", "trf_finetune", "--domains", "music", "--seeds", "555", "--features", "minilm"]
+    assert all(argv[:3] == ["project/scripts/study.py", "run", "--workers"] for argv in argvs)
+    assert all(argv[argv.index("--results") + 1] == str(ROOT / "project" / "study" / "results") for argv in argvs)
+    # each run's log is named by its line (options in a hash: the same run with other options apart)
+    logs = sorted(path.name for path in (state / "logs").iterdir())
+    assert len(logs) == 2 and logs[1] == "trf_finetune-music-s555-" + logs[1].split("-")[-1]
+
+
+def test_prepare_converts_each_domain_once_and_says_what_is_missing(tmp_path):
+    data = tmp_path / "data"
+    for domain, splits in (("news", ("train", "dev", "test")), ("ai", ("train", "test"))):
+        (data / domain).mkdir(parents=True)
+        for split in splits:
+            (data / domain / f"{split}.txt").write_text("Hinton B-person\n")
+    (data / "README").mkdir()  # a folder without train.txt is not a corpus
+    env = dict(os.environ, DRY_RUN="1", STATE=str(tmp_path / "state"), DATA=str(data))
+    out = subprocess.run(["bash", str(SCRIPT), "prepare"], env=env, capture_output=True, text=True, check=True).stdout
+    commands = [line for line in out.splitlines() if line.startswith("python3")]
+    assert sum("spacy_crossner convert " in line for line in commands) == 2
+    raw = {line.split("--domain ")[1]: line for line in commands if "spacy_crossner raw-text " in line}
+    assert set(raw) == {"news", "ai"}
+    assert f"{data}/news/dev.txt" in raw["news"] and "dev.txt" not in raw["ai"]  # train+dev, what there is
+    (vectors,) = [line for line in commands if "spacy_crossner vectors " in line]
+    assert vectors.count("--prune-to") == 2
+    # what exists already is kept
+    (tmp_path / "state" / "corpus" / "ai").mkdir(parents=True)
+    (tmp_path / "state" / "corpus" / "ai" / "test.spacy").write_text("")
+    again = subprocess.run(["bash", str(SCRIPT), "prepare"], env=env, capture_output=True, text=True, check=True)
+    assert sum("spacy_crossner convert " in line for line in again.stdout.splitlines()) == 1
+    for bad in ({"DATA": ""}, {"DATA": str(tmp_path / "nowhere")}, {"DATA": str(tmp_path / "state")}):
+        proc = subprocess.run(["bash", str(SCRIPT), "prepare"], env=dict(env, **bad), capture_output=True, text=True)
+        assert proc.returncode == 2 and "DATA" in proc.stdout
+    missing = subprocess.run(["bash", str(SCRIPT), "run"], env=dict(os.environ, STATE=str(tmp_path / "empty")),
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "run 'prepare' first" in missing.stdout
