@@ -19,6 +19,8 @@
 # (AI and music x seeds 555/666), each part against trf_finetune:
 #   1. the teachers: trf_finetune on ai and music, seeds 555 and 666 (their stage 1, trf_source of
 #      the seed on CoNLL-2003, is shared); the study has their results, these are for the models;
+#      then the same recipe on the other three domains and seed 777 (issue 47's baseline and the
+#      README's best pipeline over five domains x three seeds; lines done on CPU since are skipped);
 #   2. part 3, DAPT as long as the paper's: dapt_span with --dapt-epochs 15 (the study's is 2; the
 #      bundled MiniLM's held-out masked-LM loss after 2 epochs is no lower than a context-free
 #      model's, docs/dapt.md) on ai and music x 555/666, on the target's train+dev text plus the
@@ -35,9 +37,9 @@
 #      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666;
 #   8. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 5) on
 #      ai and music x 555/666, on the same selected text (all four in the study since 2026-11-28).
-# 1 writes into rerun/ (models and checks, not new study results); 2-8 into study/ (new results:
-# copy them into project/study/results and run `python project/scripts/report.py study`); a line of
-# 2-8 whose result project/study/results holds already (`study.py plan` says done: run on CPU since)
+# 1's teachers write into rerun/ (models and checks, not new study results), the rest into study/
+# (new results: copy them into project/study/results and run `python project/scripts/report.py
+# study`); a study/ line whose result project/study/results holds already (`study.py plan` says done: run on CPU since)
 # is skipped, so a copy never overwrites it. A run cut
 # off by the deadline writes nothing; calling `train` again on the same warm machine runs only the
 # runs without a result (the results and the work folder live in $TMPDIR/gpu_session between
@@ -56,7 +58,7 @@ out=${OUT:-$state/out}
 run=${DRY_RUN:+echo}
 
 if [ "$phase" != train ] && [ "$phase" != int8 ]; then
-    sed -n 2,42p "$0"; exit 2
+    sed -n 2,50p "$0"; exit 2
 fi
 
 copy_back() {
@@ -86,6 +88,8 @@ selected="--raw-sizes 100000 --raw-source select:$GENERAL --raw-scorer lexical"
 runs=$state/runs.txt
 {
     for seed in 555 666; do for domain in ai music; do echo "rerun trf_finetune $domain $seed"; done; done
+    for seed in 555 666; do for domain in literature politics science; do echo "study trf_finetune $domain $seed"; done; done
+    for domain in ai music literature politics science; do echo "study trf_finetune $domain 777"; done
     for seed in 555 666; do for domain in ai music; do echo "study dapt_span $domain $seed $selected --dapt-epochs 15"; done; done
     for domain in ai music; do echo "study trf_finetune_tuned $domain 666"; done
     for seed in 555 666; do
