@@ -11,6 +11,7 @@ ENTRY_POINTS = {
     ],
     "spacy_architectures": [
         "spacy_crossner.WordCharEmbed.v1 = spacy_crossner.models.embed:build_word_char_embed",
+        "spacy_crossner.WithShape.v1 = spacy_crossner.models.embed:build_with_shape",
         "spacy_crossner.BiLSTMCRF.v1 = spacy_crossner.models.bilstm_crf:build_bilstm_crf",
         "spacy_crossner.TransformerTagger.v1 = spacy_crossner.models.transformer_tagger:build_transformer_tagger",
         "spacy_crossner.MoEE.v1 = spacy_crossner.models.moee:build_moee",

@@ -34,7 +34,9 @@
 #   6. part 1: trf_finetune with --extra-sources others (CoNLL-2003 + the other four domains' train
 #      sets; a stage 1 of its own per target) on ai and music, s555;
 #   7. part 5, each change on its own: trf_finetune_warmup, trf_finetune_head_lr,
-#      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666;
+#      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666, and
+#      trf_finetune_shape (each token's shape beside the uncased MiniLM, a stage 1 of its own
+#      per seed);
 #   8. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 5) on
 #      ai and music x 555/666, on the same selected text (all four in the study since 2026-11-28).
 # 1's teachers write into rerun/ (models and checks, not new study results), the rest into study/
@@ -104,7 +106,7 @@ runs=$state/runs.txt
         done
     done
     for domain in ai music; do echo "study trf_finetune $domain 555 --extra-sources others"; done
-    for part in warmup head_lr layer_decay mentions; do
+    for part in warmup head_lr layer_decay mentions shape; do
         for seed in 555 666; do for domain in ai music; do echo "study trf_finetune_$part $domain $seed"; done; done
     done
     for seed in 555 666; do for domain in ai music; do echo "study dapt_finetune_span $domain $seed $selected"; done; done

@@ -67,7 +67,16 @@ FEATURES: Dict[str, Choice] = {
         ("features/transformer", "features/transformer_frozen"),
         "a transformer kept as pre-trained (no gradient into it)",
     ),
+    "transformer_shape": Choice(
+        ("features/transformer", "features/transformer_finetuned", "features/transformer_shape"),
+        "a transformer fine-tuned with NER, plus each token's shape (case, digits: an uncased "
+        "transformer such as the bundled MiniLM does not see them)",
+    ),
 }
+# the features whose transformer is fine-tuned: the ones --head-lr-multiplier and --layer-decay apply to
+FINE_TUNED_TRANSFORMER = ("transformer", "transformer_shape")
+# features that take the combos/ARCH.FEATURES.cfg pieces of others (a fine-tuned transformer's)
+FEATURE_FAMILY = {"transformer_shape": "transformer"}
 
 SETTINGS: Dict[str, Choice] = {
     "target": Choice(("settings/target",), "the target's labelled data only"),
@@ -117,6 +126,9 @@ FEATURE_NOTES: Dict[str, str] = {
                    "null = the bundled MiniLM.",
     "transformer_frozen": "# Transformer: --paths.transformer NAME_OR_DIR (a Hugging Face model or a DAPT output); "
                           "null = the bundled MiniLM.",
+    "transformer_shape": "# Transformer: --paths.transformer NAME_OR_DIR (a Hugging Face model or a DAPT output); "
+                         "null = the bundled MiniLM. The shape embedding is [components.crossner.model.tok2vec] "
+                         "width / rows.",
 }
 
 
@@ -212,10 +224,11 @@ def _apply_fine_tune(config: Dict[str, Any], tune: FineTune, features: str,
         raise InitConfigError("--num-layers is the encoder's layers for --layer-decay; give --layer-decay too.")
     optimizer = config["training"]["optimizer"]
     if tune.head_lr_multiplier != 1.0 or tune.layer_decay != 1.0:
-        if features != "transformer":
+        if features not in FINE_TUNED_TRANSFORMER:
             raise InitConfigError(
                 f"--head-lr-multiplier and --layer-decay set the rates of a fine-tuned transformer "
-                f"against its head; --features {features} fine-tunes none (use --features transformer)."
+                f"against its head; --features {features} fine-tunes none (use --features "
+                f"{' or '.join(FINE_TUNED_TRANSFORMER)})."
             )
         if optimizer.get("@optimizers") != "Adam.v1":
             raise InitConfigError(
@@ -443,7 +456,7 @@ def compose(
         )
     names: List[str] = ["base", *feature_choice.fragments, *arch_choice.fragments,
                         *setting_choice.fragments]
-    for combo in (f"{arch}.{features}", f"{arch}.{setting}"):
+    for combo in (f"{arch}.{FEATURE_FAMILY.get(features, features)}", f"{arch}.{setting}"):
         if (CONFIGS_DIR / "combos" / f"{combo}.cfg").exists():
             names.append(f"combos/{combo}")
     config: Dict[str, Any] = {}

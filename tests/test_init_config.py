@@ -95,11 +95,20 @@ def generated(name: str) -> Config:
 
 
 @pytest.mark.parametrize("name", sorted(study_configs.AFTER_STUDY))
-def test_configs_after_the_study_are_their_base_with_another_optimizer(name):
+def test_configs_after_the_study_are_their_base_with_another_optimizer_or_features(name):
     """An entry added after the study (issue 47) trains what its base trains, with only the
-    optimizer or the training corpus's augmenter changed: the same settings outside
-    [training.optimizer] / [corpora.train.augmenter], and that part not the base's."""
+    optimizer, the training corpus's augmenter or the token features changed: the same settings
+    outside [training.optimizer] / [corpora.train.augmenter] / the crossner model's tok2vec, and
+    that part not the base's."""
     new, base = fill(generated(name)), fill(generated(study_configs.AFTER_STUDY[name]))
+    if study_configs.STUDY_CONFIGS[name].features != study_configs.STUDY_CONFIGS[study_configs.AFTER_STUDY[name]].features:
+        tok2vec = new["components"]["crossner"]["model"].pop("tok2vec")
+        base_tok2vec = base["components"]["crossner"]["model"].pop("tok2vec")
+        assert new.to_str(interpolate=False) == base.to_str(interpolate=False)
+        # the base's features wrapped: the listener as it was, the shape beside it
+        assert tok2vec["@architectures"] == "spacy_crossner.WithShape.v1"
+        assert tok2vec["tok2vec"] == base_tok2vec
+        return
     if study_configs.STUDY_CONFIGS[name].fine_tune is None:
         augmenter = new["corpora"]["train"].pop("augmenter")
         assert base["corpora"]["train"].pop("augmenter") is None

@@ -701,12 +701,25 @@ def test_issue_47_rows_run_only_when_named(tmp_path):
     runs = plan(args_for(tmp_path, "--methods", "trf_finetune_tuned", "--features", "minilm", "--domains", "ai",
                          "music", "--seeds", "555"))
     assert runs == [("trf_finetune_tuned", "ai", 555, "minilm"), ("trf_finetune_tuned", "music", 555, "minilm")]
-    # the row: the combined fine-tune and each of its changes on its own, mention replacement, and
-    # DAPT before pre-train -> fine-tune
+    # the row: the combined fine-tune and each of its changes on its own, mention replacement, the
+    # shape features, and DAPT before pre-train -> fine-tune
     parts = ["trf_finetune_tuned", "trf_finetune_warmup", "trf_finetune_head_lr", "trf_finetune_layer_decay",
-             "trf_finetune_mentions", "dapt_finetune_span", "dapt_finetune_token"]
+             "trf_finetune_mentions", "trf_finetune_shape", "dapt_finetune_span", "dapt_finetune_token"]
     runs = plan(args_for(tmp_path, "--rows", "10", "--features", "minilm", "--domains", "ai", "--seeds", "555"))
     assert sorted(m for m, *_ in runs) == sorted(parts)
     for name in parts:
         assert study.BY_NAME[name].baseline_of == "trf_finetune"
         assert study.BY_NAME[name].stage1.startswith("trf_source") and study.BY_NAME[name].init_from
+
+
+def test_the_shape_features_have_a_stage_1_of_their_own_shared_by_the_targets(tmp_path):
+    """trf_finetune_shape fine-tunes with trf_finetune's config from trf_source_shape (MiniLM +
+    shapes on the source): one stage 1 per seed for every target, never trf_finetune's."""
+    args = args_for(tmp_path, "--methods", "trf_finetune_shape", "--features", "minilm")
+    method = study.BY_NAME["trf_finetune_shape"]
+    assert method.config == "trf_finetune" and method.baseline_of == "trf_finetune"
+    ai, music = (study.stage1_dir(args, method, 555, "minilm", d) for d in ("ai", "music"))
+    assert ai == music != study.stage1_dir(args, study.BY_NAME["trf_finetune"], 555, "minilm", "ai")
+    stage1 = study.config_path(study.BY_NAME[method.stage1], args, "minilm")
+    assert stage1.name == "trf_pretrain_shape.cfg"
+    assert study.study_configs.STUDY_CONFIGS["trf_pretrain_shape"].features == "transformer_shape"

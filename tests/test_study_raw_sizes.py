@@ -279,8 +279,8 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     lines = [line for line in out.splitlines() if "project/scripts/study.py" in line]
     # 4 teachers + 11 five-domain trf_finetune + 4 DAPT of 15 epochs + 2 tuned + 8 self-training
-    # + 8 DAPT + 2 several sources + 16 single fine-tune changes + 4 DAPT then pre-train -> fine-tune
-    assert len(lines) == 59
+    # + 8 DAPT + 2 several sources + 20 single fine-tune changes + 4 DAPT then pre-train -> fine-tune
+    assert len(lines) == 63
     planned = []
     for line in lines:
         words = shlex.split(line)
@@ -305,9 +305,9 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
     assert planned[38] == ("study", "trf_finetune_plus_others-music-minilm-s555")
     assert planned[-4:] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000")
                             for s in (555, 666) for d in ("ai", "music")]
-    assert {run for _, run in planned[39:55]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
+    assert {run for _, run in planned[39:59]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
                                                 for s in (555, 666)
-                                                for part in ("warmup", "head_lr", "layer_decay", "mentions")}
+                                                for part in ("warmup", "head_lr", "layer_decay", "mentions", "shape")}
     int8 = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "int8"], env=env,
                           capture_output=True, text=True, check=True).stdout
     assert int8.startswith("python3 benchmarks/speed.py --int8 --study-workdir ")
@@ -345,11 +345,11 @@ if sys.argv[2] == "plan":
     got = sorted(json.loads(path.read_text()) for path in record.iterdir())
     tuned = [argv for argv in expected if argv[argv.index("--methods") + 1] == "trf_finetune_tuned"]
     assert len(tuned) == 2 and got == [argv for argv in expected if argv not in tuned]
-    assert any("--dapt-epochs" in argv for argv in got) and len(got) == 57
+    assert any("--dapt-epochs" in argv for argv in got) and len(got) == 61
     assert proc.stdout.count("project/study/results has it, skipped") == 2
     # every study line (not the teachers' reruns) asked first, against the repository's results
     asked = [json.loads(path.read_text()) for path in plans.iterdir()]
-    assert len(asked) == 55
+    assert len(asked) == 59
     assert all(argv[argv.index("--results") + 1] == "project/study/results" for argv in asked)
     assert sorted(argv[argv.index("--methods"):] for argv in asked) == sorted(
         argv[argv.index("--methods"):] for argv in expected if "/rerun" not in " ".join(argv))

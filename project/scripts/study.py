@@ -49,7 +49,9 @@ Rows (issues 13 and 19; each method against the baseline its paper compares to, 
    warm-up + linear decay, the head's rate x10, layer-wise decay 0.9) vs trf_finetune, and each
    change on its own: ``trf_finetune_warmup``, ``trf_finetune_head_lr``,
    ``trf_finetune_layer_decay``, and ``trf_finetune_mentions`` (entity mention replacement, the
-   target's own mentions swapped among themselves); ``dapt_finetune_span`` / ``_token``: DAPT and
+   target's own mentions swapped among themselves); ``trf_finetune_shape``: each token's shape
+   (case, digits) embedded beside the uncased MiniLM, from stage 1 on (``trf_source_shape``, shared
+   by the seed's targets) vs trf_finetune; ``dapt_finetune_span`` / ``_token``: DAPT and
    pre-train -> fine-tune together (stage 1, ``trf_source_dapt_*``, starts from the target's
    DAPT encoder of row 8, so it belongs to its target and raw text) vs trf_finetune
 11. self-training and distillation (issue 47 part 4; only when named, and only with
@@ -244,6 +246,11 @@ METHODS = [
     Method("trf_finetune_mentions", 10, "trf_finetune_mentions", baseline_of="trf_finetune", kind="finetune",
            features=("minilm",), stage1="trf_source", init_from=True,
            note="issue 47: trf_finetune with entity mention replacement (the target's own mentions, p 0.3)"),
+    # the uncased MiniLM plus each token's shape (case, digits), from stage 1 on (its own
+    # trf_source_shape of the seed, shared by the targets); stage 2 is trf_finetune's config
+    Method("trf_finetune_shape", 10, "trf_finetune", baseline_of="trf_finetune", kind="finetune",
+           features=("minilm",), stage1="trf_source_shape", init_from=True,
+           note="trf_finetune with a 32-wide embedding of each token's shape beside MiniLM, from stage 1 on"),
     # DAPT and pre-train -> fine-tune together: the DAPT encoder of the target (row 8's, on the same
     # raw text) is stage 1's transformer, so stage 1 belongs to its target and text
     *[Method(f"dapt_finetune_{masking}", 10, "trf_finetune", baseline_of="trf_finetune", kind="finetune",
@@ -314,6 +321,8 @@ STAGE1 = [
     Method("label_aware_source", 7, "label_aware_source", kind="source", features=("minilm",),
            early_stopping=False, keep="model-last", listed=False,
            note="the config's fixed 2 epochs on the source (the authors'), its last model"),
+    Method("trf_source_shape", 10, "trf_pretrain_shape", kind="source", features=("minilm",), listed=False,
+           note="trf_source with each token's shape beside MiniLM (stage 1 of trf_finetune_shape)"),
     *[Method(f"trf_source_dapt_{masking}", 10, "trf_pretrain", kind="source", features=("minilm",),
              masking=masking, listed=False,
              note=f"trf_source on the target's {masking}-masking DAPT encoder (stage 1 of dapt_finetune_{masking})")

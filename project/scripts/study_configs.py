@@ -8,8 +8,8 @@ Each setting lives once in the package's pieces (spacy_crossner/configs/); the o
 are the few that one study config sets for itself (a variant's optimizer, a default domain).
 tests/test_init_config.py checks that each entry fills to the same config as the file the study's
 numbers were trained with. The entries added after the study (``AFTER_STUDY``, issue 47) have no
-such file: each is its base config with the optimizer of a ``FineTune`` or an augmenter laid over
-it, which the tests check instead.
+such file: each is its base config with the optimizer of a ``FineTune``, an augmenter or other
+token features laid over it, which the tests check instead.
 """
 import argparse
 import os
@@ -86,11 +86,17 @@ STUDY_CONFIGS: Dict[str, StudyConfig] = {
         "corpora.train.augmenter": {"@augmenters": "spacy_crossner.mention_replace.v1", "probability": 0.3,
                                     "seed": "${system.seed}", "from_corpus": True},
     }),
+    # MiniLM plus each token's shape (case, digits: the uncased encoder does not see them) as
+    # trf_finetune's stage 1; its stage 2 (trf_finetune.cfg) sources the components as they are
+    "trf_pretrain_shape": StudyConfig("trf", "transformer_shape", "pretrain"),
 }
 # the entries added after the study's configs were written by hand (no reference file): {name: base}
-AFTER_STUDY: Dict[str, str] = {name: "trf_finetune" for name in (
-    "trf_finetune_tuned", "trf_finetune_warmup", "trf_finetune_head_lr", "trf_finetune_layer_decay",
-    "trf_finetune_mentions")}
+AFTER_STUDY: Dict[str, str] = {
+    **{name: "trf_finetune" for name in (
+        "trf_finetune_tuned", "trf_finetune_warmup", "trf_finetune_head_lr", "trf_finetune_layer_decay",
+        "trf_finetune_mentions")},
+    "trf_pretrain_shape": "trf_pretrain",
+}
 
 
 def write_config(name: str, output_dir: Path) -> Path:

@@ -131,6 +131,42 @@ def init_with_static_vectors(model: Model, X: Optional[List[Doc]] = None, Y=None
     chain_init(model, X=X, Y=Y)
 
 
+@registry.architectures("spacy_crossner.WithShape.v1")
+def build_with_shape(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    width: int = 32,
+    rows: int = 1000,
+) -> Model[List[Doc], List[Floats2d]]:
+    """Token features plus an embedding of each token's shape (``Token.shape_``: "Xxxxx", "XX",
+    "dd", "x.x."), concatenated. An uncased transformer (the bundled MiniLM lowercases its input)
+    cannot tell "Apple" from "apple" or "US" from "us": the shape gives the tagger back the case
+    and the digits, context-free and per token, beside whatever ``tok2vec`` computes.
+
+    tok2vec (Model[List[Doc], List[Floats2d]]): the token features, e.g. a transformer listener.
+    width (int): width of the shape embedding.
+    rows (int): rows of the shape hash table (spaCy's shapes cut runs of a character class at 4:
+        a few hundred distinct shapes cover a corpus).
+    RETURNS (Model[List[Doc], List[Floats2d]]): width tok2vec's + ``width``.
+    """
+    if width < 1 or rows < 1:
+        raise ValueError(
+            f"spacy_crossner.WithShape.v1: width and rows must be >= 1 (got width={width}, "
+            f"rows={rows})"
+        )
+    shape = chain(
+        FeatureExtractor(["SHAPE"]),
+        with_array(HashEmbed(nO=width, nV=rows, column=0, seed=11)),
+    )
+    shape.attrs["context_free"] = True
+    model = concatenate(tok2vec, shape)
+    model.set_ref("tok2vec", tok2vec)
+    model.set_ref("shape", shape)
+    if tok2vec.has_dim("nO") and tok2vec.get_dim("nO"):
+        model.set_dim("nO", tok2vec.get_dim("nO") + width)
+    model.name = "with_shape"
+    return model
+
+
 # Names of layers whose output for a token depends on other tokens of the doc.
 CONTEXTUAL_LAYERS = {
     "tok2vec-listener": "is a listener of a tok2vec component (spacy.Tok2VecListener.v1)",
