@@ -1,5 +1,8 @@
 """Each token's shape beside the token features (``spacy_crossner.WithShape.v1``, init-config's
 ``--features transformer_shape``): the case and digits an uncased transformer lowercases away."""
+import sys
+from pathlib import Path
+
 import numpy
 import pytest
 import spacy
@@ -7,7 +10,7 @@ from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.util import registry
 from spacy.ml.featureextractor import FeatureExtractor
-from thinc.api import HashEmbed, chain, with_array
+from thinc.api import HashEmbed, Model, chain, concatenate, with_array
 
 import spacy_crossner  # noqa: F401  (registers the architecture)
 from spacy_crossner.init_config import FineTune, InitConfigError, compose, config_text
@@ -66,6 +69,45 @@ def test_the_gradient_reaches_both_parts():
     assert numpy.abs(table(model.get_ref("tok2vec")).get_grad("E")).sum() > 0
 
 
+def listener_like(width=8):
+    """uncased_tok2vec, but an empty doc gets a (0, 0) array, as a transformer listener gives one
+    (spacy-transformers' trfs2arrays), and takes back a gradient of that shape."""
+    inner = uncased_tok2vec(width)
+
+    def forward(model, docs, is_train):
+        out, bp = inner(docs, is_train)
+        out = [o if len(doc) else model.ops.alloc2f(0, 0) for o, doc in zip(out, docs)]
+
+        def backprop(d_out):
+            for d, doc in zip(d_out, docs):
+                assert d.shape == ((0, 0) if not len(doc) else (len(doc), width))
+            return bp([d if len(doc) else model.ops.alloc2f(0, width) for d, doc in zip(d_out, docs)])
+
+        return out, backprop
+
+    return Model("listener_like", forward, layers=[inner], init=lambda model, X=None, Y=None: inner.initialize(X=X))
+
+
+def test_empty_docs_beside_others_keep_their_place_and_width():
+    nlp = spacy.blank("en")
+    docs = [nlp("Apple"), nlp(""), nlp("in the US")]
+    model = WITH_SHAPE(listener_like(), width=4, rows=100)
+    model.initialize(X=docs)
+    out, backprop = model.begin_update(docs)
+    assert [o.shape for o in out] == [(1, 12), (0, 12), (3, 12)]
+    assert backprop([o + 1.0 for o in out]) is docs
+    # only empty docs: the width is the tok2vec's where it has one
+    alone, _ = model.begin_update([nlp("")])
+    assert alone[0].shape[0] == 0
+
+
+def test_a_concatenated_tok2vec_is_wrapped_not_changed():
+    both = concatenate(uncased_tok2vec(), uncased_tok2vec())
+    layers = list(both.layers)
+    model = WITH_SHAPE(both, width=4, rows=100)
+    assert both.layers == layers and model.get_ref("tok2vec") is both and model.name == "with_shape"
+
+
 @pytest.mark.parametrize("settings", [{"width": 0}, {"rows": 0}])
 def test_sizes_below_one_are_errors_naming_them(settings):
     with pytest.raises(ValueError, match="WithShape.v1: width and rows must be >= 1"):
@@ -104,7 +146,8 @@ def test_minilm_with_shape_pretrains_fine_tunes_saves_and_loads(tmp_path):
     short = {"training.max_steps": 3, "training.eval_frequency": 1}
     pretrain = tmp_path / "pretrain.cfg"
     pretrain.write_text(config_text(arch="trf", features="transformer_shape", setting="pretrain", overrides=short))
-    train(pretrain, tmp_path / "stage1", overrides=paths, use_gpu=-1)
+    # another seed than stage 2's: a table drawn afresh in stage 2 would not be stage 1's
+    train(pretrain, tmp_path / "stage1", overrides={**paths, "system.seed": 1}, use_gpu=-1)
     finetune = tmp_path / "finetune.cfg"
     finetune.write_text(config_text(arch="trf", features="transformer", setting="finetune", overrides=short))
     train(finetune, tmp_path / "stage2", use_gpu=-1, overrides={
@@ -120,5 +163,18 @@ def test_minilm_with_shape_pretrains_fine_tunes_saves_and_loads(tmp_path):
     assert numpy.abs(shapes - shapes1).max() < 0.01  # 3 Adam steps of 5e-5; a fresh table differs by ~0.1
     text = "Google released TensorFlow in 2015 ."
     before = [(e.text, e.label_) for e in loaded(text).ents]
+    # an empty text in a batch with others (the listener gives it a (0, 0) array)
+    docs = list(loaded.pipe([text, "", "LSTM"]))
+    assert [(e.text, e.label_) for e in docs[0].ents] == before and not docs[1].ents
     loaded.to_disk(tmp_path / "again")
     assert [(e.text, e.label_) for e in spacy.load(tmp_path / "again")(text).ents] == before
+
+
+def test_the_training_log_names_the_shape_features():
+    """project/scripts/train.py's [features] line: the transformer, and the shape beside it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "project" / "scripts"))
+    import train as project_train
+
+    plain = project_train.describe(dict(compose(arch="trf", features="transformer", setting="pretrain")))
+    shaped = project_train.describe(dict(compose(arch="trf", features="transformer_shape", setting="pretrain")))
+    assert shaped == plain + " + each token's shape (a 32-wide embedding)"

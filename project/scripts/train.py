@@ -118,6 +118,9 @@ def describe(config: Dict[str, Any], vectors: str = "") -> str:
             static = " + static vectors" if embed.get("include_static_vectors") else ""
             parts.append(f"spaCy's CNN tok2vec ({embed.get('@architectures', '?')} {attrs}{static}), "
                          f"learnt from the training data")
+    shapes = [block for _path, block in blocks(config) if block.get("@architectures") == "spacy_crossner.WithShape.v1"]
+    if shapes and parts:
+        parts[-1] += f" + each token's shape (a {shapes[0].get('width', 32)}-wide embedding)"
     return "; ".join(parts) or "not recognised (see the config)"
 
 

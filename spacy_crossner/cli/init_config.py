@@ -52,11 +52,11 @@ def init_config_cli(
         "training.max_steps); the decay ends at training.max_steps.",
     ),
     head_lr_multiplier: float = typer.Option(
-        1.0, "--head-lr-multiplier", help="With --features transformer: the tagger above the encoder "
+        1.0, "--head-lr-multiplier", help="With --features transformer (or transformer_shape): the tagger above the encoder "
         "(emitter, heads, CRF) learns at learn_rate times this (spacy_crossner.GroupedAdam.v1); 1.0 = off.",
     ),
     layer_decay: float = typer.Option(
-        1.0, "--layer-decay", help="With --features transformer, in (0, 1]: each encoder layer down learns "
+        1.0, "--layer-decay", help="With --features transformer (or transformer_shape), in (0, 1]: each encoder layer down learns "
         "at this times the rate of the one above (the top one at learn_rate, the embeddings lowest); 1.0 = off.",
     ),
     num_layers: Optional[int] = typer.Option(

@@ -158,13 +158,62 @@ def build_with_shape(
         with_array(HashEmbed(nO=width, nV=rows, column=0, seed=11)),
     )
     shape.attrs["context_free"] = True
-    model = concatenate(tok2vec, shape)
-    model.set_ref("tok2vec", tok2vec)
-    model.set_ref("shape", shape)
-    if tok2vec.has_dim("nO") and tok2vec.get_dim("nO"):
-        model.set_dim("nO", tok2vec.get_dim("nO") + width)
-    model.name = "with_shape"
+    # not thinc's concatenate: a transformer listener gives an empty doc a (0, 0) array, which
+    # concatenate cannot stack beside the (0, width) of the shape
+    model = Model(
+        "with_shape",
+        _with_shape_forward,
+        init=_with_shape_init,
+        layers=[tok2vec, shape],
+        refs={"tok2vec": tok2vec, "shape": shape},
+        dims={"nO": None},
+        attrs={"shape_width": width},
+    )
+    _set_with_shape_width(model)
     return model
+
+
+def _set_with_shape_width(model: Model) -> None:
+    tok2vec = model.get_ref("tok2vec")
+    if tok2vec.has_dim("nO") and tok2vec.get_dim("nO"):
+        model.set_dim("nO", tok2vec.get_dim("nO") + model.attrs["shape_width"], force=True)
+
+
+def _with_shape_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    for layer in model.layers:
+        layer.initialize(X=X)
+    _set_with_shape_width(model)
+
+
+def _with_shape_forward(model: Model, docs: List[Doc], is_train: bool):
+    tok2vec, shape = model.get_ref("tok2vec"), model.get_ref("shape")
+    ops = model.ops
+    features, bp_features = tok2vec(docs, is_train)
+    shapes, bp_shapes = shape(docs, is_train)
+    widths = {int(f.shape[1]) for f in features if f.shape[0]}
+    if len(widths) > 1:
+        raise ValueError(f"spacy_crossner.WithShape.v1: the token features have several widths {sorted(widths)}")
+    if widths:
+        n_in = widths.pop()
+    elif tok2vec.has_dim("nO") and tok2vec.get_dim("nO"):
+        n_in = tok2vec.get_dim("nO")
+    else:
+        n_in = 0
+    # an empty doc's features may be (0, 0): stack a (0, n_in) in their place
+    output = [
+        ops.xp.hstack((f if f.shape[0] else ops.alloc2f(0, n_in), s)) for f, s in zip(features, shapes)
+    ]
+
+    def backprop(d_output: List[Floats2d]) -> List[Doc]:
+        # the token features' gradient in the shape they were given (an empty doc's as it came)
+        bp_features([
+            ops.xp.ascontiguousarray(d[:, :n_in]) if f.shape[0] else ops.alloc2f(*f.shape)
+            for d, f in zip(d_output, features)
+        ])
+        bp_shapes([ops.xp.ascontiguousarray(d[:, n_in:]) for d in d_output])
+        return docs
+
+    return output, backprop
 
 
 # Names of layers whose output for a token depends on other tokens of the doc.
