@@ -7,14 +7,13 @@ import numpy
 import pytest
 import spacy
 from spacy.cli.train import train
-from spacy.tokens import DocBin
 from spacy.util import registry
 from spacy.ml.featureextractor import FeatureExtractor
 from thinc.api import HashEmbed, Model, chain, concatenate, with_array
 
 import spacy_crossner  # noqa: F401  (registers the architecture)
 from spacy_crossner.init_config import FineTune, InitConfigError, compose, config_text
-from util import AI, NEWS, make_doc
+from util import write_corpus
 
 WITH_SHAPE = registry.architectures.get("spacy_crossner.WithShape.v1")
 
@@ -135,14 +134,7 @@ def test_init_config_wraps_the_listener_and_keeps_the_transformer_combos():
 def test_minilm_with_shape_pretrains_fine_tunes_saves_and_loads(tmp_path):
     """Stage 1 with the shape features, stage 2 sourcing it (as trf_finetune_shape trains), a few
     steps each; the loaded pipeline has the shape table and tags as the saved one did."""
-    nlp = spacy.blank("en")
-    paths = {}
-    for name, sentences in (("source", NEWS), ("target", AI)):
-        db = DocBin(store_user_data=True)
-        for domain, words, ents in sentences:
-            db.add(make_doc(nlp, words, ents, domain))
-        db.to_disk(tmp_path / f"{name}.spacy")
-        paths[f"paths.{name}_train"] = paths[f"paths.{name}_dev"] = str(tmp_path / f"{name}.spacy")
+    paths = {f"paths.{key}": path for key, path in write_corpus(tmp_path).items()}
     short = {"training.max_steps": 3, "training.eval_frequency": 1}
     pretrain = tmp_path / "pretrain.cfg"
     pretrain.write_text(config_text(arch="trf", features="transformer_shape", setting="pretrain", overrides=short))
