@@ -45,6 +45,7 @@ RECIPES = ("transformer", "fast")
 # recipe stage -> init-config choice (arch, features, setting)
 RECIPE_CONFIGS = {
     "trf_pretrain": ("trf", "transformer", "pretrain"),
+    "trf_pretrain_shape": ("trf", "transformer_shape", "pretrain"),
     "trf_finetune": ("trf", "transformer", "finetune"),
     "bilstm_joint": ("bilstm", "wordchar", "joint"),
 }
@@ -276,10 +277,13 @@ def _source_budget(config, sources: Sequence[Corpus], budget: Budget, train_only
         config["vars"]["target_domain"] = sources[0].domain
 
 
-def pretrain_config(sources: Sequence[Corpus], budget: Budget, seed: int, transformer: Optional[str]):
+def pretrain_config(sources: Sequence[Corpus], budget: Budget, seed: int, transformer: Optional[str],
+                    shape: bool = False):
     """The source stage's config (paths left as variables): every source corpus, each with its
-    own labels, selected on their dev sets together."""
-    config = _load_recipe("trf_pretrain", source_count=len(sources))
+    own labels, selected on their dev sets together. ``shape``: each token's shape embedded beside
+    the transformer (init-config's ``--features transformer_shape``); the fine-tune keeps it, as
+    it keeps the whole pre-trained pipeline."""
+    config = _load_recipe("trf_pretrain_shape" if shape else "trf_pretrain", source_count=len(sources))
     _source_budget(config, sources, budget, train_only=True)
     config["paths"]["transformer"] = transformer or None
     _set_training(config, seed=seed, max_steps=budget.source_max_steps,
@@ -495,6 +499,7 @@ def best_pipeline(
     distill_from: Optional[str] = None,
     distill_text: Optional[Union[str, Path]] = None,
     distill_min_precision: float = 0.8,
+    shape: bool = False,
 ) -> Result:
     """Train the best pipeline for a target corpus from source corpora; copy it to ``output``.
 
@@ -524,6 +529,9 @@ def best_pipeline(
     distill_text (Optional[Union[str, Path]]): with ``distill_from``: raw text of the target's
         domain for the teacher to label (.txt, one tokenised sentence a line, or .spacy).
     distill_min_precision (float): the dev precision of the teacher's kept entities.
+    shape (bool): transformer recipe: embed each token's shape (case, digits) beside the
+        transformer from the source stage on (the study's trf_finetune_shape; a source model of its
+        own in the cache).
     RETURNS (Result): the output path, dev and test F1, whether the source model came from the cache.
     """
     from .evaluate import EvaluationError, evaluate
@@ -547,6 +555,9 @@ def best_pipeline(
         if not 0 < distill_min_precision <= 1:
             raise BestPipelineError(f"--distill-min-precision must be above 0 and at most 1, not "
                                     f"{distill_min_precision}")
+    if shape and recipe != "transformer":
+        raise BestPipelineError(f"--shape embeds each token's shape beside the transformer; give --recipe "
+                                f"transformer (not {recipe}: its word features have the shape already)")
     # Checked before any stage runs: each was found only once a training had started.
     if threads < 0:
         raise BestPipelineError(f"--threads must be 0 or more, not {threads}")
@@ -613,13 +624,13 @@ def best_pipeline(
     summary: Dict[str, Any] = {"recipe": recipe, "sources": [str(s.path) for s in source_corpora],
                                "source_domains": [s.domain for s in source_corpora],
                                "target": str(target_corpus.path), "target_domain": target_corpus.domain,
-                               "seed": seed, "budget": budget.__dict__}
+                               "seed": seed, "budget": budget.__dict__, "shape": shape}
     cached: Optional[bool] = None
 
     if recipe == "transformer":
         progress = Progress(["pre-train on the source corpora", "fine-tune on the target", "score and save"], say)
         progress.planned = {0: budget.source_max_steps, 1: budget.max_steps}
-        config = pretrain_config(source_corpora, budget, source_seed, transformer)
+        config = pretrain_config(source_corpora, budget, source_seed, transformer, shape=shape)
         text = config.to_str()
         key = source_key(text, source_corpora, source_seed)
         cache_dir = Path(cache) if cache else default_cache()

@@ -96,6 +96,30 @@ def test_transformer_recipe_end_to_end_and_cached_source(corpora):
     spacy.load(tmp / "best_seed1")
 
 
+def test_transformer_recipe_with_shape(corpora):
+    """--shape (the study's trf_finetune_shape): the source stage embeds each token's shape beside
+    the transformer, the fine-tuned pipeline keeps that embedding, and its source model is cached
+    apart from the plain recipe's; the fast recipe refuses it."""
+    tmp, source, target = corpora
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp / "shape"), "--source", str(source),
+                                   "--shape", "--max-steps", "4", "--source-max-steps", "4", "--eval-frequency",
+                                   "2", "--patience", "0", "--threads", "1", "--cache", str(tmp / "cache_shape")])
+    assert out.exit_code == 0, out.output
+    nlp = spacy.load(tmp / "shape")
+    assert nlp.config["components"]["crossner"]["model"]["tok2vec"]["@architectures"] == "spacy_crossner.WithShape.v1"
+    doc = nlp("Robots learn by reinforcement learning in simulation .")
+    assert len(doc) == 8
+    meta = json.loads((tmp / "shape" / "meta.json").read_text())
+    assert meta["crossner_best_pipeline"]["shape"] is True
+    cached = list((tmp / "cache_shape").iterdir())
+    assert len(cached) == 1
+    config = json.dumps(spacy.util.load_config(cached[0] / "config.cfg"))
+    assert "WithShape" in config
+    with pytest.raises(BestPipelineError, match="--shape .*--recipe transformer"):
+        best_pipeline(sources=[source], target=target, output=tmp / "shape_fast", recipe="fast", shape=True,
+                      budget=TINY)
+
+
 def test_fast_recipe_with_vectors_from_a_text_file(corpora):
     tmp, source, target = corpora
     glove = tmp / "tiny_glove.txt"
@@ -146,7 +170,7 @@ def test_help_lists_every_command_with_its_whole_description():
     for option in ("--source", "--test", "--recipe", "--max-steps", "--source-max-steps", "--eval-frequency",
                    "--patience", "--source-limit", "--source-dev-limit", "--source-upsample", "--mix", "--seed",
                    "--source-seed", "--transformer", "--vectors", "--cache", "--workdir", "--gpu-id", "--threads",
-                   "--overwrite"):
+                   "--overwrite", "--shape"):
         assert option in text, option
 
 

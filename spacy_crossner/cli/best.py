@@ -61,6 +61,9 @@ def best_pipeline_cli(
     threads: int = typer.Option(0, "--threads", help="Torch threads of each training (0: the environment's "
                                 "setting; 1 is fastest on a small shared CPU)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT if it is not empty."),
+    shape: bool = typer.Option(False, "--shape", help="transformer recipe: embed each token's shape (case, "
+                               "digits) beside the transformer, from the source stage on; what an uncased "
+                               "model such as the bundled MiniLM cannot see (a source model of its own)."),
     distill_from: Optional[str] = typer.Option(None, "--distill-from", help="fast recipe: a trained "
                                                "pipeline (e.g. the transformer recipe's) that labels "
                                                "--distill-text for the BiLSTM-CRF to learn from."),
@@ -90,7 +93,8 @@ def best_pipeline_cli(
                                budget=budget, seed=seed, source_seed=source_seed, transformer=transformer,
                                vectors=vectors, gpu_id=gpu_id, threads=threads, cache=cache,
                                workdir=workdir, overwrite=overwrite, say=typer.echo, distill_from=distill_from,
-                               distill_text=distill_text, distill_min_precision=distill_min_precision)
+                               distill_text=distill_text, distill_min_precision=distill_min_precision,
+                               shape=shape)
     except (BestPipelineError, OSError) as err:
         fail(str(err))
     typer.echo(result.final_line())
