@@ -22,8 +22,8 @@
 #      then the same recipe on the other three domains and seed 777 (issue 47's baseline and the
 #      README's best pipeline over five domains x three seeds; lines done on CPU since are skipped);
 #   1b. the combination of part 5's keepers: trf_finetune_shape (each token's shape beside the
-#      uncased MiniLM, +0.38 ± 0.26 over the four AI and music pairs on CPU, a stage 1 of its own per
-#      seed) on the five domains x seeds 555/666/777, beside step 1's rows;
+#      uncased MiniLM, +0.38 ± 0.26 over the four AI and music pairs on CPU, -0.53 ± 0.35 on
+#      literature; a stage 1 of its own per seed) on five domains x seeds 555/666/777, beside step 1;
 #   2. part 3, DAPT as long as the paper's: dapt_span with --dapt-epochs 15 (the study's is 2; the
 #      bundled MiniLM's held-out masked-LM loss after 2 epochs is no lower than a context-free
 #      model's, docs/dapt.md) on ai and music x 555/666, on the target's train+dev text plus the
