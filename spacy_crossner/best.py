@@ -557,7 +557,7 @@ def best_pipeline(
                                     f"{distill_min_precision}")
     if shape and recipe != "transformer":
         raise BestPipelineError(f"--shape embeds each token's shape beside the transformer; give --recipe "
-                                f"transformer (not {recipe}: its word features have the shape already)")
+                                f"transformer (not {recipe}: its character CNN sees case and digits already)")
     # Checked before any stage runs: each was found only once a training had started.
     if threads < 0:
         raise BestPipelineError(f"--threads must be 0 or more, not {threads}")
