@@ -84,7 +84,10 @@ if [ -z "$run" ] && [ ! -d "$frozen" ]; then
     git worktree add --detach "$frozen" HEAD > /dev/null || exit 1
 fi
 mkdir -p "$state/logs" "$state/work"
-lines=$state/queue.txt
+# the queue as this runner reads it: a file of its own, so that a second runner on the same STATE
+# (one per core) does not rewrite the lines the first has not read yet
+lines=$(mktemp "$state/queue.XXXXXX") || exit 1
+trap 'rm -f "$lines"' EXIT
 # the queue without comments, blank lines and trailing blanks (xargs -L would join such a line
 # with the next), its placeholders replaced
 sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' -e "s|\$GENERAL|$general|g" -e "s|\$DICTIONARY|$dictionary|g" \

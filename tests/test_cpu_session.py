@@ -83,6 +83,49 @@ else:
     assert len(logs) == 2 and logs[1] == "trf_finetune-music-s555-" + logs[1].split("-")[-1]
 
 
+def test_two_runners_on_one_state_each_run_their_own_queue(tmp_path):
+    """One runner per core on the same STATE: a second runner started while the first is busy does
+    not rewrite the first's queue (a long one, more than xargs reads at once), each runs all of
+    its own lines and nothing of the other's, and neither leaves its copy of the queue behind."""
+    state, frozen, stub, record, gate = (tmp_path / name for name in ("state", "frozen", "bin", "argv", "gate"))
+    for folder in (state / "corpus", state / "raw", frozen, stub, record):
+        folder.mkdir(parents=True)
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text("".join(f"trf_finetune_warmup ai {seed} --features minilm --max-steps 2000\n"
+                             for seed in range(1000, 1100)))  # ~6.5 KB
+    second.write_text("trf_finetune music 7 --features minilm\n")
+    (stub / "python3").write_text(f"""#!{sys.executable}
+import json, os, sys, time
+argv = sys.argv[1:]
+if argv[1] == "plan":
+    print("todo  run")
+else:
+    seed = argv[argv.index("--seeds") + 1]
+    if seed == "1000":  # the first runner's first run waits until the second runner is done
+        deadline = time.time() + 60
+        while not os.path.exists({str(gate)!r}) and time.time() < deadline:
+            time.sleep(0.05)
+    open(os.path.join({str(record)!r}, argv[argv.index("--methods") + 1] + "-" + seed), "w").write("")
+""")
+    (stub / "python3").chmod(0o755)
+    env = dict(os.environ, STATE=str(state), FROZEN=str(frozen), GENERAL="/g", DICTIONARY="/d",
+               PATH=f"{stub}:{os.environ['PATH']}")
+    one = subprocess.Popen(["bash", str(SCRIPT), "run", str(first), "1"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    logs = state / "logs"
+    for _ in range(600):  # until the first runner's first run has started
+        if logs.is_dir() and any(logs.iterdir()):
+            break
+        subprocess.run(["sleep", "0.05"])
+    two = subprocess.run(["bash", str(SCRIPT), "run", str(second), "1"], env=env, capture_output=True, text=True)
+    gate.write_text("")
+    out, _ = one.communicate(timeout=120)
+    assert one.returncode == 0 and two.returncode == 0, out + two.stdout + two.stderr
+    assert sorted(path.name for path in record.iterdir()) == sorted(
+        ["trf_finetune-7"] + [f"trf_finetune_warmup-{seed}" for seed in range(1000, 1100)])
+    assert out.count(" started at ") == 100 and two.stdout.count(" started at ") == 1
+    assert not list(state.glob("queue*"))
+
 def test_prepare_converts_each_domain_once_and_says_what_is_missing(tmp_path):
     data = tmp_path / "data"
     for domain, splits in (("news", ("train", "dev", "test")), ("ai", ("train", "test"))):
