@@ -23,7 +23,8 @@
 #      README's best pipeline over five domains x three seeds; lines done on CPU since are skipped);
 #   1b. the combination of part 5's keepers: trf_finetune_shape (each token's shape beside the
 #      uncased MiniLM, +0.38 ± 0.26 over the four AI and music pairs on CPU, -0.53 ± 0.35 on
-#      literature; a stage 1 of its own per seed) on five domains x seeds 555/666/777, beside step 1;
+#      literature; a stage 1 of its own per seed) on five domains x seeds 555/666/777, beside step 1
+#      (all fifteen ran on CPU by 2026-11-30, +0.56 ± 0.87 over trf_finetune, within noise: skipped);
 #   2. part 3, DAPT as long as the paper's: dapt_span with --dapt-epochs 15 (the study's is 2; the
 #      bundled MiniLM's held-out masked-LM loss after 2 epochs is no lower than a context-free
 #      model's, docs/dapt.md) on ai and music x 555/666, on the target's train+dev text plus the
