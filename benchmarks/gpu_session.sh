@@ -29,7 +29,8 @@
 #      bundled MiniLM's held-out masked-LM loss after 2 epochs is no lower than a context-free
 #      model's, docs/dapt.md) on ai and music x 555/666, on the target's train+dev text plus the
 #      100,000 tokens 4 reads (named ...-dapt_e15; first, as the likeliest to move anything);
-#   3. part 5, row 10's second seed: trf_finetune_tuned on ai and music, s666;
+#   3. part 5, row 10's second seed: trf_finetune_tuned on ai and music, s666 (ran on CPU
+#      2026-11-30: skipped);
 #   4. part 4, row 11: trf_selftrain on ai and music x 555/666, the 100,000 tokens selected from
 #      GENERAL (select-corpus, lexical) labelled by the teacher of the same seed (each waits up to
 #      15 min for its teacher), then trf_selftrain_o (O wherever the teacher found no entity);
@@ -40,7 +41,7 @@
 #   7. part 5, each change on its own: trf_finetune_warmup, trf_finetune_head_lr,
 #      trf_finetune_layer_decay and trf_finetune_mentions on ai and music x 555/666, and
 #      trf_finetune_shape (each token's shape beside the uncased MiniLM, a stage 1 of its own
-#      per seed);
+#      per seed) (all ran on CPU by 2026-11-30: skipped);
 #   8. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 5) on
 #      ai and music x 555/666, on the same selected text (all four in the study since 2026-11-28).
 # 1's teachers write into rerun/ (models and checks, not new study results), the rest into study/
