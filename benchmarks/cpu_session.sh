@@ -22,11 +22,11 @@
 # `echo 0 > /proc/sys/kernel/sched_autogroup_enabled`), its log in STATE/logs. JOBS defaults to the
 # number of cores. Runs that share a model (a seed's stage 1, a teacher, a DAPT encoder) wait for
 # the first to train it (the study's locks), so put a run that needs nothing shared beside the
-# first run of a new seed. The runs execute a detached worktree of HEAD (STATE/frozen, made by the
-# first `run` of a session): editing the checkout meanwhile does not change a running study. Their
-# results go to this checkout's project/study/results; commit them as they land, then
-# `python project/scripts/report.py study`. A run stopped before its end writes no result; the
-# next `run` starts it again.
+# first run of a new seed. The runs execute a detached worktree of HEAD (STATE/frozen, made once
+# a session by the first `run`, runners started with it wait): editing the checkout meanwhile
+# does not change a running study. Their results go to this checkout's project/study/results;
+# commit them as they land, then `python project/scripts/report.py study`. A run stopped before
+# its end writes no result; the next `run` starts it again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -79,9 +79,17 @@ if [ -z "$run" ]; then
     done
 fi
 frozen=${FROZEN:-$state/frozen}  # FROZEN: another copy of the code to run (the tests' stand-in)
-if [ -z "$run" ] && [ ! -d "$frozen" ]; then
-    git worktree prune
-    git worktree add --detach "$frozen" HEAD > /dev/null || exit 1
+if [ -z "$run" ]; then
+    # two runners started at once (one per core) would both add the worktree and both fail on git's
+    # index lock: the second waits for the first's under flock (util-linux; without it, start the
+    # second runner once the first has printed its queue)
+    exec 9> "$state/frozen.lock"
+    if command -v flock > /dev/null; then flock 9; fi
+    if [ ! -d "$frozen" ]; then
+        git worktree prune
+        git worktree add --detach "$frozen" HEAD > /dev/null || exit 1
+    fi
+    exec 9>&-
 fi
 mkdir -p "$state/logs" "$state/work"
 # the queue as this runner reads it: a file of its own, so that a second runner on the same STATE

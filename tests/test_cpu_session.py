@@ -126,6 +126,44 @@ else:
     assert out.count(" started at ") == 100 and two.stdout.count(" started at ") == 1
     assert not list(state.glob("queue*"))
 
+def test_two_runners_started_together_share_one_frozen_worktree(tmp_path):
+    """Both runners of a fresh session started at the same moment (no FROZEN): the first makes
+    STATE/frozen, a worktree of HEAD, the other waits for it instead of failing on git's lock, and
+    each runs its line there."""
+    repo, state, stub, record = (tmp_path / name for name in ("repo", "state", "bin", "argv"))
+    for folder in (repo / "benchmarks", state / "corpus", state / "raw", stub, record):
+        folder.mkdir(parents=True)
+    (repo / "benchmarks" / "cpu_session.sh").write_text(SCRIPT.read_text())
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "c"]):
+        subprocess.run(git + command, check=True)
+    (stub / "python3").write_text(f"""#!{sys.executable}
+import json, os, sys
+argv = sys.argv[1:]
+if argv[1] == "plan":
+    print("todo  run")
+else:
+    name = argv[argv.index("--domains") + 1]
+    open(os.path.join({str(record)!r}, name), "w").write(json.dumps(os.getcwd()))
+""")
+    (stub / "python3").chmod(0o755)
+    env = dict(os.environ, STATE=str(state), GENERAL="/g", DICTIONARY="/d", PATH=f"{stub}:{os.environ['PATH']}")
+    env.pop("FROZEN", None)
+    runners = []
+    for domain in ("ai", "music"):
+        queue = tmp_path / f"{domain}.txt"
+        queue.write_text(f"trf_finetune {domain} 555 --features minilm\n")
+        runners.append(subprocess.Popen(["bash", str(repo / "benchmarks" / "cpu_session.sh"), "run", str(queue), "1"],
+                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [runner.communicate(timeout=120)[0] for runner in runners]
+    assert [runner.returncode for runner in runners] == [0, 0], outs
+    assert {path.name: json.loads(path.read_text()) for path in record.iterdir()} == {
+        "ai": str(state / "frozen"), "music": str(state / "frozen")}
+    worktrees = subprocess.run(git + ["worktree", "list", "--porcelain"], capture_output=True, text=True,
+                               check=True).stdout
+    assert worktrees.count("worktree ") == 2 and f"worktree {state / 'frozen'}" in worktrees
+
+
 def test_prepare_converts_each_domain_once_and_says_what_is_missing(tmp_path):
     data = tmp_path / "data"
     for domain, splits in (("news", ("train", "dev", "test")), ("ai", ("train", "test"))):
