@@ -83,6 +83,27 @@ def test_resume_continues_from_checkpoint(resumed_run):
     assert second.world_size == 1
 
 
+def test_resume_skips_a_checkpoint_whose_save_was_stopped(corpus, resumed_run, tmp_path, capsys):
+    """A run killed while saving leaves checkpoint-N without the Trainer's state file (written
+    last): --resume continues from the newest complete checkpoint and says which it skipped."""
+    from transformers.trainer import TRAINER_STATE_NAME
+
+    from spacy_crossner.dapt.train import CHECKPOINT_DIR, TRAINER_STATE_FILE
+
+    assert TRAINER_STATE_FILE == TRAINER_STATE_NAME
+    _, _, out = resumed_run
+    copy = tmp_path / "politics_dapt"
+    shutil.copytree(out, copy)
+    complete = sorted(p.name for p in (copy / CHECKPOINT_DIR).iterdir())
+    assert complete[-1] == "checkpoint-6"
+    partial = copy / CHECKPOINT_DIR / "checkpoint-7"
+    shutil.copytree(copy / CHECKPOINT_DIR / "checkpoint-6", partial)
+    (partial / TRAINER_STATE_NAME).unlink()
+    summary = run_dapt(corpus=corpus, output_dir=copy, max_steps=8, save_steps=4, resume=True, **TINY)
+    assert summary.resumed_from.endswith("checkpoint-6") and summary.steps == 8
+    assert f"{partial} is incomplete" in capsys.readouterr().err
+
+
 def test_output_loads_offline_in_spacy(resumed_run):
     import spacy
 

@@ -54,6 +54,48 @@ def test_every_method_names_a_config_baseline_and_stage_that_exist():
     assert {m.name for m in study.METHODS if m.row == 9 and "sm" in m.name} == {"spacy_ner_sm_target"}
 
 
+def test_a_stopped_dapt_resumes_from_its_last_complete_checkpoint(tmp_path, monkeypatch):
+    """study's DAPT saves a checkpoint every DAPT_SAVE_STEPS; run again after a stop, it passes
+    --resume when a checkpoint's save finished (keeping the stopped part's log and saying where it
+    resumed in the meta), and starts afresh when none did."""
+    args = args_for(tmp_path, "--methods", "dapt_span", "--features", "minilm")
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "ai.txt").write_text("Deep learning is a field .\n", encoding="utf8")
+    out = study.dapt_dir(args, "ai", "span")
+    commands = []
+
+    def fake_timed(cmd, env, log):
+        commands.append(cmd)
+        out.mkdir(parents=True, exist_ok=True)  # as dapt does
+        log.write_text("finished part\n", encoding="utf8")
+        resumed = str(out / "checkpoints" / "checkpoint-200") if "--resume" in cmd else None
+        (out / "dapt_summary.json").write_text(json.dumps({"steps": 300, "resumed_from": resumed}))
+        return subprocess.CompletedProcess(cmd, 0, ""), 1.0, 1.0
+
+    monkeypatch.setattr(study, "timed", fake_timed)
+    log = out.parent / f"{out.name}.log"
+    meta_path = out.parent / f"{out.name}.json"
+    # stopped after a complete checkpoint-200 and during the save of checkpoint-400
+    (out / "checkpoints" / "checkpoint-200").mkdir(parents=True)
+    (out / "checkpoints" / "checkpoint-200" / study.DAPT_STATE_FILE).write_text("{}")
+    (out / "checkpoints" / "checkpoint-400").mkdir()
+    log.write_text("stopped part\n", encoding="utf8")
+    meta = study.run_dapt(args, "ai", "span", {})
+    cmd = commands[-1]
+    assert "--resume" in cmd and cmd[cmd.index("--save-steps") + 1] == str(study.DAPT_SAVE_STEPS)
+    assert meta["resumed_from"].endswith("checkpoint-200") and json.loads(meta_path.read_text()) == meta
+    assert not (out / "checkpoints").exists()  # the final model is what is used
+    assert (out.parent / f"{out.name}.stopped-1.log").read_text() == "stopped part\n"
+    assert log.read_text() == "finished part\n"
+    assert study.run_dapt(args, "ai", "span", {}) == meta and len(commands) == 1  # done: not run again
+    # stopped before any save finished: the folder is cleared and DAPT starts again
+    meta_path.unlink()
+    (out / "checkpoints" / "checkpoint-200").mkdir(parents=True)
+    (out / "stray").write_text("")
+    meta = study.run_dapt(args, "ai", "span", {})
+    assert "--resume" not in commands[-1] and not (out / "stray").exists() and meta["resumed_from"] is None
+
+
 def test_minilm_rows_are_planned_only_with_minilm_features(tmp_path):
     args = args_for(tmp_path, "--rows", "2,3,6,7,8", "--domains", "ai", "--seeds", "555")
     assert [m for m, *_ in plan(args)] == ["multi_cell_sda", "moee_zero"]

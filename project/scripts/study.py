@@ -18,7 +18,8 @@ in ``--workdir``/logs/RUN.log), on a local Dask cluster of ``--workers`` process
 one torch thread each: two on a 2-core machine) or on the cluster of ``--scheduler`` (its workers
 see this checkout, the corpus and ``--workdir`` at the same paths). A failed run is named and the
 others go on. A model several runs need, such as a shared stage-1 model or a DAPT encoder, is
-trained by the first and waited for by the others (a lock in the work folder). ``--workers 0``
+trained by the first and waited for by the others (a lock in the work folder); a DAPT stopped
+midway continues from its last checkpoint when run again. ``--workers 0``
 runs the planned runs one after the other in this process.
 The corpus folder holds ``<domain>/{train,dev,test}.spacy`` (``python -m spacy_crossner convert``,
 as the project's ``convert`` step writes to project/corpus) and, for the unsupervised rows and
@@ -1068,6 +1069,10 @@ def make_sm_ner_base(args, domain: str) -> Dict:
     return info
 
 
+DAPT_SAVE_STEPS = 200  # a checkpoint every 200 DAPT steps (~7 min on one CPU core): a stopped run resumes
+DAPT_STATE_FILE = "trainer_state.json"  # a checkpoint's last file (spacy_crossner.dapt.train.TRAINER_STATE_FILE)
+
+
 def run_dapt(args, domain: str, masking: str, env, raw_size: Optional[int] = None) -> Dict:
     """DAPT of the bundled MiniLM on the domain's raw train+dev text (``--raw``; with
     ``raw_size``, plus the selected text of that size), once per domain, masking and text; the
@@ -1080,16 +1085,24 @@ def run_dapt(args, domain: str, masking: str, env, raw_size: Optional[int] = Non
     with work_lock(out):
         if meta_path.exists():
             return json.loads(meta_path.read_text())
-        if out.exists():  # an interrupted DAPT starts again
+        # an interrupted DAPT continues from its last complete checkpoint (`dapt --resume`: the
+        # batches after it are shuffled anew, the meta says where it resumed), or starts again
+        resume = any(out.glob(f"checkpoints/checkpoint-*/{DAPT_STATE_FILE}"))
+        if out.exists() and not resume:
             shutil.rmtree(out)
+        log = out.parent / f"{out.name}.log"
+        if resume:
+            print(f"[study] DAPT {out.name} was stopped: resuming from its last checkpoint", flush=True)
+            parts = len(list(out.parent.glob(f"{out.name}.stopped-*.log")))
+            if log.exists():  # the stopped part's log is kept beside the one that finishes
+                log.rename(out.parent / f"{out.name}.stopped-{parts + 1}.log")
         s = dapt_settings(args)
         cmd = [sys.executable, "-m", "spacy_crossner", "dapt", str(corpus), str(out), "--masking", masking,
                "--epochs", str(s["epochs"]), "--max-steps", str(s["max_steps"] if s["max_steps"] > 0 else -1),
                "--batch-size", str(s["batch_size"]), "--lr", str(s["learning_rate"]), "--seed", str(s["seed"]),
-               "--max-length", str(s["max_length"]), "--no-progress", "--save-steps", "1000000",
-               "--logging-steps", "10"]
+               "--max-length", str(s["max_length"]), "--no-progress", "--save-steps", str(DAPT_SAVE_STEPS),
+               "--logging-steps", "10"] + (["--resume"] if resume else [])
         dapt_env = dict(env, CUDA_VISIBLE_DEVICES="" if args.gpu_id < 0 else str(args.gpu_id))
-        log = out.parent / f"{out.name}.log"
         proc, wall, cpu = timed(cmd, dapt_env, log)
         if proc.returncode != 0:
             raise RuntimeError(f"DAPT {out.name} failed, {exit_reason(proc.returncode)} (log: {log})")
@@ -1102,6 +1115,7 @@ def run_dapt(args, domain: str, masking: str, env, raw_size: Optional[int] = Non
                 "probability": summary.get("probability"), "loss_before": summary.get("loss_before"),
                 "loss_after": summary.get("loss_after"), "loss_unigram": summary.get("loss_unigram"),
                 "loss_context_free": summary.get("loss_context_free"),
+                "resumed_from": summary.get("resumed_from"),  # wall_s, cpu_s: this last part's
                 "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                 "command": " ".join(shlex.quote(c) for c in ["python", *cmd[1:]])}
         meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")

@@ -61,7 +61,8 @@ def dapt_command(
     ),
     resume: bool = typer.Option(
         False, "--resume",
-        help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints. Promised: the "
+        help="Continue from the last checkpoint in OUTPUT_DIR/checkpoints (one whose save a stopped "
+        "run left unfinished is skipped). Promised: the "
         "weights, optimizer and learning-rate schedule, step count and tokens seen continue from "
         "the checkpoint, training ends at the same total --max-steps/--epochs, the held-out "
         "loss is measured on the same blocks and masks, and the corpus and options must be "

@@ -54,6 +54,7 @@ from .masking import (
 
 SUMMARY_FILE = "dapt_summary.json"
 CHECKPOINT_DIR = "checkpoints"
+TRAINER_STATE_FILE = "trainer_state.json"  # transformers' TRAINER_STATE_NAME, written last
 _TOKENIZE_BATCH = 1000
 
 logger = logging.getLogger(__name__)
@@ -459,8 +460,10 @@ def run_dapt(
     _check_output_dir(output_dir)
     checkpoint_dir = output_dir / CHECKPOINT_DIR
     last_checkpoint = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
+    if resume:
+        last_checkpoint = last_complete_checkpoint(checkpoint_dir)
     if resume and last_checkpoint is None:
-        raise DaptInputError(f"Cannot resume: no checkpoint in {checkpoint_dir}")
+        raise DaptInputError(f"Cannot resume: no complete checkpoint in {checkpoint_dir}")
     if not resume and last_checkpoint is not None:
         raise DaptInputError(
             f"{checkpoint_dir} holds checkpoints of an earlier run: pass --resume to continue it, "
@@ -770,6 +773,25 @@ class _Clock(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.seconds = time.perf_counter() - self.start
+
+
+def last_complete_checkpoint(checkpoint_dir: Union[str, Path]) -> Optional[str]:
+    """The newest ``checkpoint-N`` in ``checkpoint_dir`` whose save finished: the Trainer writes
+    its state file last, so a run stopped while saving leaves a checkpoint without one, which
+    resuming skips (saying so) for the one before it. None when there is none."""
+    folder = Path(checkpoint_dir)
+    if not folder.is_dir():
+        return None
+    steps = []
+    for path in folder.iterdir():
+        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+        if match and path.is_dir():
+            steps.append((int(match.group(1)), path))
+    for _, path in sorted(steps, reverse=True):
+        if (path / TRAINER_STATE_FILE).is_file():
+            return str(path)
+        _say(f"[dapt] {path} is incomplete (no {TRAINER_STATE_FILE}: its save was stopped): skipped")
+    return None
 
 
 def _isatty(stream) -> bool:
