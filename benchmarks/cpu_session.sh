@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The study's long runs on a CPU machine whose work folder does not outlive a session (each session
-# here starts with an empty /tmp): prepare the inputs once a session, then work through a queue of
+# The study's long runs on a CPU machine whose work folder may not outlive a session (`prepare`
+# remakes what is missing): prepare the inputs once a session, then work through a queue of
 # runs, one per core, each skipped when project/study/results has it. From the repository root:
 #
 #   DATA=DIR bash benchmarks/cpu_session.sh prepare      # the corpus, raw text and GloVe, once
@@ -90,6 +90,12 @@ if [ -z "$run" ]; then
         git worktree add --detach "$frozen" HEAD > /dev/null || exit 1
     fi
     exec 9>&-
+    # a frozen copy from an earlier session runs that session's code: say so
+    frozen_head=$(git -C "$frozen" rev-parse --short HEAD 2>/dev/null || true)
+    if [ -n "$frozen_head" ] && [ "$frozen_head" != "$(git rev-parse --short HEAD)" ]; then
+        echo "[cpu_session] $frozen holds the code of $frozen_head, not HEAD's: once no runner uses it," \
+            "'git worktree remove --force $frozen' makes the next run take HEAD's"
+    fi
 fi
 mkdir -p "$state/logs" "$state/work"
 # the queue as this runner reads it: a file of its own, so that a second runner on the same STATE

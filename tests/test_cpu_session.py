@@ -119,7 +119,7 @@ else:
         subprocess.run(["sleep", "0.05"])
     two = subprocess.run(["bash", str(SCRIPT), "run", str(second), "1"], env=env, capture_output=True, text=True)
     gate.write_text("")
-    out, _ = one.communicate(timeout=120)
+    out, _ = one.communicate(timeout=600)  # 200 stub starts: slow on a loaded machine
     assert one.returncode == 0 and two.returncode == 0, out + two.stdout + two.stderr
     assert sorted(path.name for path in record.iterdir()) == sorted(
         ["trf_finetune-7"] + [f"trf_finetune_warmup-{seed}" for seed in range(1000, 1100)])
@@ -155,13 +155,23 @@ else:
         queue.write_text(f"trf_finetune {domain} 555 --features minilm\n")
         runners.append(subprocess.Popen(["bash", str(repo / "benchmarks" / "cpu_session.sh"), "run", str(queue), "1"],
                                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = [runner.communicate(timeout=120)[0] for runner in runners]
+    outs = [runner.communicate(timeout=600)[0] for runner in runners]
     assert [runner.returncode for runner in runners] == [0, 0], outs
     assert {path.name: json.loads(path.read_text()) for path in record.iterdir()} == {
         "ai": str(state / "frozen"), "music": str(state / "frozen")}
     worktrees = subprocess.run(git + ["worktree", "list", "--porcelain"], capture_output=True, text=True,
                                check=True).stdout
     assert worktrees.count("worktree ") == 2 and f"worktree {state / 'frozen'}" in worktrees
+    # a later commit: a runner still runs the frozen copy's code, and says so
+    (repo / "README").write_text("later\n")
+    for command in (["add", "-A"], ["commit", "-q", "-m", "later"]):
+        subprocess.run(git + command, check=True)
+    later = subprocess.run(["bash", str(repo / "benchmarks" / "cpu_session.sh"), "run", str(tmp_path / "ai.txt"), "1"],
+                           env=env, capture_output=True, text=True, timeout=600)
+    frozen_head = subprocess.run(["git", "-C", str(state / "frozen"), "rev-parse", "--short", "HEAD"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    assert later.returncode == 0 and f"holds the code of {frozen_head}, not HEAD's" in later.stdout
+    assert "holds the code of" not in "".join(outs)
 
 
 def test_prepare_converts_each_domain_once_and_says_what_is_missing(tmp_path):

@@ -84,24 +84,38 @@ def test_resume_continues_from_checkpoint(resumed_run):
 
 
 def test_resume_skips_a_checkpoint_whose_save_was_stopped(corpus, resumed_run, tmp_path, capsys):
-    """A run killed while saving leaves checkpoint-N without the Trainer's state file (written
-    last): --resume continues from the newest complete checkpoint and says which it skipped."""
+    """A run killed while saving leaves checkpoint-N without all of the Trainer's last files (its
+    state, truncated or missing; the RNG state): --resume continues from the newest complete
+    checkpoint and says which it skipped; without --resume, a folder of only such checkpoints gets
+    a message that says so."""
     from transformers.trainer import TRAINER_STATE_NAME
 
-    from spacy_crossner.dapt.train import CHECKPOINT_DIR, TRAINER_STATE_FILE
+    from spacy_crossner.dapt.checkpoints import CHECKPOINT_DIR, TRAINER_STATE_FILE
 
     assert TRAINER_STATE_FILE == TRAINER_STATE_NAME
     _, _, out = resumed_run
     copy = tmp_path / "politics_dapt"
     shutil.copytree(out, copy)
-    complete = sorted(p.name for p in (copy / CHECKPOINT_DIR).iterdir())
-    assert complete[-1] == "checkpoint-6"
-    partial = copy / CHECKPOINT_DIR / "checkpoint-7"
-    shutil.copytree(copy / CHECKPOINT_DIR / "checkpoint-6", partial)
-    (partial / TRAINER_STATE_NAME).unlink()
-    summary = run_dapt(corpus=corpus, output_dir=copy, max_steps=8, save_steps=4, resume=True, **TINY)
-    assert summary.resumed_from.endswith("checkpoint-6") and summary.steps == 8
-    assert f"{partial} is incomplete" in capsys.readouterr().err
+    checkpoints = copy / CHECKPOINT_DIR
+    assert sorted(p.name for p in checkpoints.iterdir())[-1] == "checkpoint-6"
+    truncated, no_rng = checkpoints / "checkpoint-7", checkpoints / "checkpoint-8"
+    for partial in (truncated, no_rng):
+        shutil.copytree(checkpoints / "checkpoint-6", partial)
+        state = json.loads((partial / TRAINER_STATE_NAME).read_text())
+        (partial / TRAINER_STATE_NAME).write_text(json.dumps(dict(state, global_step=int(partial.name[11:]))))
+    (truncated / TRAINER_STATE_NAME).write_text("")
+    for rng in no_rng.glob("rng_state*.pth"):
+        rng.unlink()
+    only_stopped = tmp_path / "only_stopped"  # (the resumed run's rotation may remove the partial ones)
+    shutil.copytree(truncated, only_stopped / CHECKPOINT_DIR / truncated.name)
+    summary = run_dapt(corpus=corpus, output_dir=copy, max_steps=9, save_steps=3, resume=True, **TINY)
+    assert summary.resumed_from.endswith("checkpoint-6") and summary.steps == 9
+    err = capsys.readouterr().err
+    assert f"{no_rng} is incomplete" in err and f"{truncated} is incomplete" in err
+    with pytest.raises(DaptInputError, match="holds only checkpoints whose save was stopped"):
+        run_dapt(corpus=corpus, output_dir=only_stopped, max_steps=1, **TINY)
+    with pytest.raises(DaptInputError, match="no complete checkpoint .* remove them"):
+        run_dapt(corpus=corpus, output_dir=only_stopped, max_steps=1, resume=True, **TINY)
 
 
 def test_output_loads_offline_in_spacy(resumed_run):

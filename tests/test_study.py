@@ -4,6 +4,8 @@ handed to the runner's Dask cluster (tiny stand-in commands), and the study's re
 (project/scripts/report.py study) written from a few hand-made result files."""
 import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,46 +56,74 @@ def test_every_method_names_a_config_baseline_and_stage_that_exist():
     assert {m.name for m in study.METHODS if m.row == 9 and "sm" in m.name} == {"spacy_ner_sm_target"}
 
 
+class SessionEnd(BaseException):
+    """The end of a machine's session: the study process itself is stopped."""
+
+
 def test_a_stopped_dapt_resumes_from_its_last_complete_checkpoint(tmp_path, monkeypatch):
-    """study's DAPT saves a checkpoint every DAPT_SAVE_STEPS; run again after a stop, it passes
-    --resume when a checkpoint's save finished (keeping the stopped part's log and saying where it
-    resumed in the meta), and starts afresh when none did."""
+    """study's DAPT saves a checkpoint every DAPT_SAVE_STEPS. Stopped (the process killed while
+    saving step 400), then run again, it passes --resume from the last complete checkpoint,
+    keeps the stopped part's log, and its meta lists both parts, the stopped one's time counted
+    (from its start to its log's last line, CPU taken as wall: flagged as estimated). Stopped
+    before any complete checkpoint, it starts afresh."""
     args = args_for(tmp_path, "--methods", "dapt_span", "--features", "minilm")
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "ai.txt").write_text("Deep learning is a field .\n", encoding="utf8")
     out = study.dapt_dir(args, "ai", "span")
+    log, meta_path = out.parent / f"{out.name}.log", out.parent / f"{out.name}.json"
     commands = []
 
-    def fake_timed(cmd, env, log):
+    def save(step, complete=True):
+        folder = out / "checkpoints" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}) if complete else "")
+        (folder / "rng_state.pth").write_bytes(b"")
+
+    def stopped_at_400(cmd, env, log):
         commands.append(cmd)
-        out.mkdir(parents=True, exist_ok=True)  # as dapt does
+        out.mkdir(parents=True, exist_ok=True)
+        log.write_text("stopped part\n", encoding="utf8")
+        save(200)
+        save(400, complete=False)
+        raise SessionEnd
+
+    def finishes(cmd, env, log):
+        commands.append(cmd)
+        out.mkdir(parents=True, exist_ok=True)
         log.write_text("finished part\n", encoding="utf8")
         resumed = str(out / "checkpoints" / "checkpoint-200") if "--resume" in cmd else None
-        (out / "dapt_summary.json").write_text(json.dumps({"steps": 300, "resumed_from": resumed}))
-        return subprocess.CompletedProcess(cmd, 0, ""), 1.0, 1.0
+        (out / "dapt_summary.json").write_text(json.dumps({"steps": 600, "resumed_from": resumed}))
+        return subprocess.CompletedProcess(cmd, 0, ""), 30.0, 20.0
 
-    monkeypatch.setattr(study, "timed", fake_timed)
-    log = out.parent / f"{out.name}.log"
-    meta_path = out.parent / f"{out.name}.json"
-    # stopped after a complete checkpoint-200 and during the save of checkpoint-400
-    (out / "checkpoints" / "checkpoint-200").mkdir(parents=True)
-    (out / "checkpoints" / "checkpoint-200" / study.DAPT_STATE_FILE).write_text("{}")
-    (out / "checkpoints" / "checkpoint-400").mkdir()
-    log.write_text("stopped part\n", encoding="utf8")
+    monkeypatch.setattr(study, "timed", stopped_at_400)
+    with pytest.raises(SessionEnd):
+        study.run_dapt(args, "ai", "span", {})
+    assert "--resume" not in commands[-1] and commands[-1][commands[-1].index("--save-steps") + 1] == "200"
+    started = json.loads((out.parent / f"{out.name}.parts.json").read_text())[0]["started"]
+    os.utime(log, (started + 100, started + 100))  # its log's last line came 100 s after its start
+    monkeypatch.setattr(study, "timed", finishes)
     meta = study.run_dapt(args, "ai", "span", {})
-    cmd = commands[-1]
-    assert "--resume" in cmd and cmd[cmd.index("--save-steps") + 1] == str(study.DAPT_SAVE_STEPS)
-    assert meta["resumed_from"].endswith("checkpoint-200") and json.loads(meta_path.read_text()) == meta
+    assert "--resume" in commands[-1] and meta["resumed_from"].endswith("checkpoint-200")
+    assert json.loads(meta_path.read_text()) == meta
+    kept = out.parent / f"{out.name}.stopped-1.log"
+    assert kept.read_text() == "stopped part\n" and log.read_text() == "finished part\n"
+    assert meta["parts"] == [
+        {"resumed_from": None, "stopped": True, "wall_s": 100.0, "log": str(kept)},
+        {"resumed_from": str(out / "checkpoints" / "checkpoint-200"), "wall_s": 30.0, "cpu_s": 20.0}]
+    assert meta["wall_s"] == 130.0 and meta["cpu_s"] == 120.0 and meta["cost_estimated"] is True
     assert not (out / "checkpoints").exists()  # the final model is what is used
-    assert (out.parent / f"{out.name}.stopped-1.log").read_text() == "stopped part\n"
-    assert log.read_text() == "finished part\n"
-    assert study.run_dapt(args, "ai", "span", {}) == meta and len(commands) == 1  # done: not run again
-    # stopped before any save finished: the folder is cleared and DAPT starts again
+    assert not (out.parent / f"{out.name}.parts.json").exists()
+    assert study.run_dapt(args, "ai", "span", {}) == meta and len(commands) == 2  # done: not run again
+    # stopped before its first checkpoint's save finished: the folder is cleared, DAPT starts again
     meta_path.unlink()
-    (out / "checkpoints" / "checkpoint-200").mkdir(parents=True)
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    out.mkdir(exist_ok=True)
     (out / "stray").write_text("")
+    (out / "checkpoints" / "checkpoint-200").mkdir(parents=True)
+    monkeypatch.setattr(study, "timed", finishes)
     meta = study.run_dapt(args, "ai", "span", {})
-    assert "--resume" not in commands[-1] and not (out / "stray").exists() and meta["resumed_from"] is None
+    assert "--resume" not in commands[-1] and not (out / "stray").exists()
+    assert meta["resumed_from"] is None and "parts" not in meta and (meta["wall_s"], meta["cpu_s"]) == (30.0, 20.0)
 
 
 def test_minilm_rows_are_planned_only_with_minilm_features(tmp_path):
@@ -369,6 +399,34 @@ def test_work_lock_takes_over_from_a_dead_process(tmp_path):
     with study.work_lock(tmp_path / "shared", poll=0.01):
         assert (tmp_path / "shared.lock").read_text() == str(__import__("os").getpid())
     assert not (tmp_path / "shared.lock").exists()
+    # a lock file left by an earlier session whose pid is now another, live process's: no one holds it
+    (tmp_path / "shared.lock").write_text(str(os.getppid()))
+    with study.work_lock(tmp_path / "shared", poll=0.01):
+        assert (tmp_path / "shared.lock").read_text() == str(os.getpid())
+
+
+def test_work_lock_waits_for_a_live_holder(tmp_path, capsys):
+    """Another process holding the lock: work_lock waits (saying for whom) until it lets go."""
+    held, released = tmp_path / "held", tmp_path / "released"
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+sys.path.insert(0, {str(Path(study.__file__).parent)!r})
+import study
+from pathlib import Path
+with study.work_lock(Path({str(tmp_path / "shared")!r})):
+    Path({str(held)!r}).write_text("")
+    time.sleep(1.5)
+    Path({str(released)!r}).write_text("")
+"""])
+    for _ in range(600):
+        if held.exists():
+            break
+        subprocess.run(["sleep", "0.05"])
+    with study.work_lock(tmp_path / "shared", poll=0.05):
+        assert released.exists()
+        assert (tmp_path / "shared.lock").read_text() == str(os.getpid())
+    assert holder.wait(timeout=60) == 0
+    assert f"waiting for shared (locked by pid {holder.pid})" in capsys.readouterr().out
 
 
 def test_timed_writes_the_log_while_the_command_runs(tmp_path):

@@ -125,6 +125,7 @@ one report generator: ``python project/scripts/report.py study``.
 import argparse
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import hashlib
 import importlib.util
@@ -861,42 +862,39 @@ def best_step(log: str):
     return best[2], best[1], last
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def work_lock(work: Path, poll: float = 20.0) -> Iterator[None]:
     """One process per work directory: another ``run`` that needs the same shared model (stage 1,
-    DAPT) waits for it instead of training it a second time into the same folder."""
+    DAPT) waits for it instead of training it a second time into the same folder. The lock is
+    the kernel's (``flock`` on ``<work>.lock``, which holds the holder's pid for the waiting
+    message): a holder that died, even in an earlier session whose pid is now another
+    process's, holds nothing."""
     lock = work.parent / f"{work.name}.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     while True:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR)
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            try:
-                pid = int(lock.read_text() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and not _alive(pid):
-                lock.unlink(missing_ok=True)  # left by a process that died
-                continue
-            print(f"[study] waiting for {work.name} (locked by pid {pid or '?'}) ...", flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            print(f"[study] waiting for {work.name} (locked by pid {holder}) ...", flush=True)
             time.sleep(poll)
-    try:
-        os.write(fd, str(os.getpid()).encode())
+            continue
+        try:  # the holder before us removes the file as it lets go: ours must still be the one there
+            current = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
         os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
         yield
     finally:
         lock.unlink(missing_ok=True)
+        os.close(fd)
 
 
 def exit_reason(returncode: int) -> str:
@@ -1070,13 +1068,19 @@ def make_sm_ner_base(args, domain: str) -> Dict:
 
 
 DAPT_SAVE_STEPS = 200  # a checkpoint every 200 DAPT steps (~7 min on one CPU core): a stopped run resumes
-DAPT_STATE_FILE = "trainer_state.json"  # a checkpoint's last file (spacy_crossner.dapt.train.TRAINER_STATE_FILE)
 
 
 def run_dapt(args, domain: str, masking: str, env, raw_size: Optional[int] = None) -> Dict:
     """DAPT of the bundled MiniLM on the domain's raw train+dev text (``--raw``; with
     ``raw_size``, plus the selected text of that size), once per domain, masking and text; the
-    encoder is shared by the seeds' fine-tuning runs."""
+    encoder is shared by the seeds' fine-tuning runs. A DAPT stopped midway (the machine's session
+    ended) continues from its last complete checkpoint when run again (``dapt --resume``: the
+    batches after it are shuffled anew); the meta lists the parts, and its wall and CPU seconds
+    are their sums, a stopped part's CPU seconds taken as its wall seconds on a CPU (one torch
+    thread: an upper bound; ``cost_estimated``) and its wall seconds as from its start to its
+    log's last line."""
+    from spacy_crossner.dapt.checkpoints import last_complete_checkpoint
+
     out = dapt_dir(args, domain, masking, raw_size)
     meta_path = out.parent / f"{out.name}.json"
     if meta_path.exists():
@@ -1085,40 +1089,65 @@ def run_dapt(args, domain: str, masking: str, env, raw_size: Optional[int] = Non
     with work_lock(out):
         if meta_path.exists():
             return json.loads(meta_path.read_text())
-        # an interrupted DAPT continues from its last complete checkpoint (`dapt --resume`: the
-        # batches after it are shuffled anew, the meta says where it resumed), or starts again
-        resume = any(out.glob(f"checkpoints/checkpoint-*/{DAPT_STATE_FILE}"))
-        if out.exists() and not resume:
-            shutil.rmtree(out)
         log = out.parent / f"{out.name}.log"
-        if resume:
-            print(f"[study] DAPT {out.name} was stopped: resuming from its last checkpoint", flush=True)
-            parts = len(list(out.parent.glob(f"{out.name}.stopped-*.log")))
-            if log.exists():  # the stopped part's log is kept beside the one that finishes
-                log.rename(out.parent / f"{out.name}.stopped-{parts + 1}.log")
+        parts_path = out.parent / f"{out.name}.parts.json"
+        resume_from = last_complete_checkpoint(out / "checkpoints")
+        parts: List[Dict] = []
+        if resume_from is None:
+            if out.exists():  # stopped before its first checkpoint: starts again
+                shutil.rmtree(out)
+        else:
+            print(f"[study] DAPT {out.name} was stopped: resuming from {resume_from}", flush=True)
+            parts = json.loads(parts_path.read_text()) if parts_path.exists() else []
+            if not parts or "wall_s" in parts[-1]:
+                parts.append({"started": None})  # a part that left no record of its start
+            stopped = parts[-1]
+            stopped["stopped"] = True
+            if log.exists():  # its log is kept beside the one of the part that finishes
+                if "wall_s" not in stopped:
+                    started = stopped.get("started")
+                    stopped["wall_s"] = None if started is None else round(log.stat().st_mtime - started, 1)
+                kept = out.parent / f"{out.name}.stopped-{len(parts)}.log"
+                log.rename(kept)
+                stopped["log"] = str(kept)
+            stopped.setdefault("wall_s", None)
+        part: Dict = {"started": time.time(), "resumed_from": resume_from}
+        parts.append(part)
+        parts_path.write_text(json.dumps(parts, indent=2), encoding="utf8")
         s = dapt_settings(args)
         cmd = [sys.executable, "-m", "spacy_crossner", "dapt", str(corpus), str(out), "--masking", masking,
                "--epochs", str(s["epochs"]), "--max-steps", str(s["max_steps"] if s["max_steps"] > 0 else -1),
                "--batch-size", str(s["batch_size"]), "--lr", str(s["learning_rate"]), "--seed", str(s["seed"]),
                "--max-length", str(s["max_length"]), "--no-progress", "--save-steps", str(DAPT_SAVE_STEPS),
-               "--logging-steps", "10"] + (["--resume"] if resume else [])
+               "--logging-steps", "10"] + (["--resume"] if resume_from else [])
         dapt_env = dict(env, CUDA_VISIBLE_DEVICES="" if args.gpu_id < 0 else str(args.gpu_id))
         proc, wall, cpu = timed(cmd, dapt_env, log)
+        part.update(wall_s=round(wall, 1), cpu_s=round(cpu, 1))
+        parts_path.write_text(json.dumps(parts, indent=2), encoding="utf8")
         if proc.returncode != 0:
-            raise RuntimeError(f"DAPT {out.name} failed, {exit_reason(proc.returncode)} (log: {log})")
+            again = f"; it resumed from {resume_from}: remove {out} to start it again" if resume_from else ""
+            raise RuntimeError(f"DAPT {out.name} failed, {exit_reason(proc.returncode)} (log: {log}{again})")
         shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the final model is what is used
         lines = [line for line in corpus.read_text(encoding="utf8").splitlines() if line.strip()]
         summary = json.loads((out / "dapt_summary.json").read_text())
+        on_cpu = args.gpu_id < 0
+        estimated = any(p.get("cpu_s") is None for p in parts)
         meta = {"masking": masking, **s, "corpus": str(corpus), "corpus_lines": len(lines),
                 "corpus_tokens": sum(len(line.split()) for line in lines), "model": str(out),
                 "steps": summary.get("steps"), "epochs_done": summary.get("epochs"),
                 "probability": summary.get("probability"), "loss_before": summary.get("loss_before"),
                 "loss_after": summary.get("loss_after"), "loss_unigram": summary.get("loss_unigram"),
                 "loss_context_free": summary.get("loss_context_free"),
-                "resumed_from": summary.get("resumed_from"),  # wall_s, cpu_s: this last part's
-                "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                "resumed_from": summary.get("resumed_from"),
+                "wall_s": round(sum(p.get("wall_s") or 0.0 for p in parts), 1),
+                "cpu_s": round(sum(p["cpu_s"] if p.get("cpu_s") is not None else
+                                   (p.get("wall_s") or 0.0) if on_cpu else 0.0 for p in parts), 1),
                 "command": " ".join(shlex.quote(c) for c in ["python", *cmd[1:]])}
+        if len(parts) > 1:
+            meta.update(parts=[{k: v for k, v in p.items() if k != "started"} for p in parts],
+                        cost_estimated=estimated)
         meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")
+        parts_path.unlink()
     return meta
 
 

@@ -46,6 +46,7 @@ import numpy
 import torch
 from transformers import TrainerCallback
 
+from .checkpoints import CHECKPOINT_DIR, checkpoint_folders, last_complete_checkpoint
 from .corpus import DEFAULT_MAX_LINE_CHARS, DaptInputError, iter_lines
 from ..misc import format_seconds
 from .masking import (
@@ -53,8 +54,6 @@ from .masking import (
 )
 
 SUMMARY_FILE = "dapt_summary.json"
-CHECKPOINT_DIR = "checkpoints"
-TRAINER_STATE_FILE = "trainer_state.json"  # transformers' TRAINER_STATE_NAME, written last
 _TOKENIZE_BATCH = 1000
 
 logger = logging.getLogger(__name__)
@@ -434,7 +433,6 @@ def run_dapt(
     Raises DaptInputError for user errors (bad corpus, model without tokenizer, ...).
     """
     from transformers import Trainer, TrainingArguments, set_seed
-    from transformers.trainer_utils import get_last_checkpoint
 
     if masking not in MASKING_SCHEMES:
         raise DaptInputError(f"Unknown masking '{masking}': use one of {', '.join(MASKING_SCHEMES)}")
@@ -459,15 +457,17 @@ def run_dapt(
     output_dir = Path(output_dir)
     _check_output_dir(output_dir)
     checkpoint_dir = output_dir / CHECKPOINT_DIR
-    last_checkpoint = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
-    if resume:
-        last_checkpoint = last_complete_checkpoint(checkpoint_dir)
+    last_checkpoint = last_complete_checkpoint(checkpoint_dir, say=_say if resume else None)
     if resume and last_checkpoint is None:
-        raise DaptInputError(f"Cannot resume: no complete checkpoint in {checkpoint_dir}")
-    if not resume and last_checkpoint is not None:
+        raise DaptInputError(f"Cannot resume: no complete checkpoint in {checkpoint_dir}" + (
+            " (only ones whose save was stopped: remove them to start again)"
+            if checkpoint_folders(checkpoint_dir) else ""))
+    if not resume and checkpoint_folders(checkpoint_dir):
         raise DaptInputError(
             f"{checkpoint_dir} holds checkpoints of an earlier run: pass --resume to continue it, "
-            "or choose another output directory"
+            "or choose another output directory" if last_checkpoint is not None else
+            f"{checkpoint_dir} holds only checkpoints whose save was stopped: remove it to start "
+            "again, or choose another output directory"
         )
     recorded = _check_resume_settings(output_dir, resume, {
         "corpus_sha256": _sha256(Path(corpus)), "model": model, "masking": masking,
@@ -773,25 +773,6 @@ class _Clock(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.seconds = time.perf_counter() - self.start
-
-
-def last_complete_checkpoint(checkpoint_dir: Union[str, Path]) -> Optional[str]:
-    """The newest ``checkpoint-N`` in ``checkpoint_dir`` whose save finished: the Trainer writes
-    its state file last, so a run stopped while saving leaves a checkpoint without one, which
-    resuming skips (saying so) for the one before it. None when there is none."""
-    folder = Path(checkpoint_dir)
-    if not folder.is_dir():
-        return None
-    steps = []
-    for path in folder.iterdir():
-        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
-        if match and path.is_dir():
-            steps.append((int(match.group(1)), path))
-    for _, path in sorted(steps, reverse=True):
-        if (path / TRAINER_STATE_FILE).is_file():
-            return str(path)
-        _say(f"[dapt] {path} is incomplete (no {TRAINER_STATE_FILE}: its save was stopped): skipped")
-    return None
 
 
 def _isatty(stream) -> bool:
