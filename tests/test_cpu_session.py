@@ -16,6 +16,14 @@ def queue_lines(path: Path):
     return [line.split("#")[0].split() for line in path.read_text().splitlines() if line.split("#")[0].strip()]
 
 
+def write_stub(folder: Path, run: str, plan: str = '    print("todo  run")') -> None:
+    """python3 stood in for by a script: ``study.py plan ...`` runs ``plan``, ``study.py run ...``
+    runs ``run`` (both Python, one level indented, with ``argv`` the script's arguments)."""
+    (folder / "python3").write_text(f"#!{sys.executable}\nimport json, os, sys, time, uuid\nargv = sys.argv[1:]\n"
+                                    f"if argv[1] == 'plan':\n{plan}\nelse:\n{run}\n")
+    (folder / "python3").chmod(0o755)
+
+
 def test_the_committed_queue_plans_the_runs_it_names(tmp_path):
     """Each line of benchmarks/cpu_queue.txt becomes one study.py command (DRY_RUN) that parses with
     study.py's own options and plans exactly that run, the placeholders replaced by paths."""
@@ -53,16 +61,10 @@ def test_run_skips_what_the_study_has_and_runs_the_rest_in_the_frozen_copy(tmp_p
                      "trf_finetune music 555 --features minilm\n"
                      "multi_cell_uda ai 666 --features wordchar --raw-sizes 100000 "
                      "--raw-source select:$GENERAL --dictionary $DICTIONARY\n")
-    (stub / "python3").write_text(f"""#!{sys.executable}
-import json, os, sys, uuid
-argv = sys.argv[1:]
-if argv[1] == "plan":
+    write_stub(stub, plan="""\
     done = argv[argv.index("--domains") + 1] == "ai" and argv[argv.index("--seeds") + 1] == "555"
-    print(("done  " if done else "todo  ") + "run")
-else:
-    open({str(record)!r} + "/" + uuid.uuid4().hex, "w").write(json.dumps([os.getcwd(), argv]))
-""")
-    (stub / "python3").chmod(0o755)
+    print(("done  " if done else "todo  ") + "run")""", run=f"""\
+    open({str(record)!r} + "/" + uuid.uuid4().hex, "w").write(json.dumps([os.getcwd(), argv]))""")
     env = dict(os.environ, STATE=str(state), FROZEN=str(frozen), GENERAL="/g", DICTIONARY="/d",
                PATH=f"{stub}:{os.environ['PATH']}")
     proc = subprocess.run(["bash", str(SCRIPT), "run", str(queue), "2"], env=env, capture_output=True, text=True)
@@ -94,20 +96,13 @@ def test_two_runners_on_one_state_each_run_their_own_queue(tmp_path):
     first.write_text("".join(f"trf_finetune_warmup ai {seed} --features minilm --max-steps 2000\n"
                              for seed in range(1000, 1100)))  # ~6.5 KB
     second.write_text("trf_finetune music 7 --features minilm\n")
-    (stub / "python3").write_text(f"""#!{sys.executable}
-import json, os, sys, time
-argv = sys.argv[1:]
-if argv[1] == "plan":
-    print("todo  run")
-else:
+    write_stub(stub, run=f"""\
     seed = argv[argv.index("--seeds") + 1]
     if seed == "1000":  # the first runner's first run waits until the second runner is done
         deadline = time.time() + 60
         while not os.path.exists({str(gate)!r}) and time.time() < deadline:
             time.sleep(0.05)
-    open(os.path.join({str(record)!r}, argv[argv.index("--methods") + 1] + "-" + seed), "w").write("")
-""")
-    (stub / "python3").chmod(0o755)
+    open(os.path.join({str(record)!r}, argv[argv.index("--methods") + 1] + "-" + seed), "w").write("")""")
     env = dict(os.environ, STATE=str(state), FROZEN=str(frozen), GENERAL="/g", DICTIONARY="/d",
                PATH=f"{stub}:{os.environ['PATH']}")
     one = subprocess.Popen(["bash", str(SCRIPT), "run", str(first), "1"], env=env, stdout=subprocess.PIPE,
@@ -137,16 +132,9 @@ def test_two_runners_started_together_share_one_frozen_worktree(tmp_path):
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
     for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "c"]):
         subprocess.run(git + command, check=True)
-    (stub / "python3").write_text(f"""#!{sys.executable}
-import json, os, sys
-argv = sys.argv[1:]
-if argv[1] == "plan":
-    print("todo  run")
-else:
+    write_stub(stub, run=f"""\
     name = argv[argv.index("--domains") + 1]
-    open(os.path.join({str(record)!r}, name), "w").write(json.dumps(os.getcwd()))
-""")
-    (stub / "python3").chmod(0o755)
+    open(os.path.join({str(record)!r}, name), "w").write(json.dumps(os.getcwd()))""")
     env = dict(os.environ, STATE=str(state), GENERAL="/g", DICTIONARY="/d", PATH=f"{stub}:{os.environ['PATH']}")
     env.pop("FROZEN", None)
     runners = []
