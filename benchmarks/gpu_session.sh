@@ -28,7 +28,10 @@
 #   2. part 3, DAPT as long as the paper's: dapt_span with --dapt-epochs 15 (the study's is 2; the
 #      bundled MiniLM's held-out masked-LM loss after 2 epochs is no lower than a context-free
 #      model's, docs/dapt.md) on ai and music x 555/666, on the target's train+dev text plus the
-#      100,000 tokens 4 reads (named ...-dapt_e15; first, as the likeliest to move anything);
+#      100,000 tokens 4 reads (named ...-dapt_e15) (all four ran on CPU by 2026-11-30, +1.12 ± 0.85
+#      over trf_target: skipped);
+#   2b. row 10 on those 15-epoch encoders: dapt_finetune_span --dapt-epochs 15 (a CoNLL-2003 stage 1
+#      on each domain's e15 encoder, then the fine-tune; against trf_finetune), same four runs;
 #   3. part 5, row 10's second seed: trf_finetune_tuned on ai and music, s666 (ran on CPU
 #      2026-11-30: skipped);
 #   4. part 4, row 11: trf_selftrain on ai and music x 555/666, the 100,000 tokens selected from
@@ -101,6 +104,7 @@ runs=$state/runs.txt
         for domain in ai music literature politics science; do echo "study trf_finetune_shape $domain $seed"; done
     done
     for seed in 555 666; do for domain in ai music; do echo "study dapt_span $domain $seed $selected --dapt-epochs 15"; done; done
+    for seed in 555 666; do for domain in ai music; do echo "study dapt_finetune_span $domain $seed $selected --dapt-epochs 15"; done; done
     for domain in ai music; do echo "study trf_finetune_tuned $domain 666"; done
     for seed in 555 666; do
         for domain in ai music; do echo "study trf_selftrain $domain $seed $selected --teacher-wait 900"; done

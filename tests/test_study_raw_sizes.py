@@ -279,9 +279,9 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     lines = [line for line in out.splitlines() if "project/scripts/study.py" in line]
     # 4 teachers + 11 five-domain trf_finetune + 15 five-domain trf_finetune_shape + 4 DAPT of 15
-    # epochs + 2 tuned + 8 self-training + 8 DAPT + 2 several sources + 20 single fine-tune changes
-    # + 4 DAPT then pre-train -> fine-tune
-    assert len(lines) == 78
+    # epochs + 4 DAPT of 15 epochs then pre-train -> fine-tune + 2 tuned + 8 self-training + 8 DAPT
+    # + 2 several sources + 20 single fine-tune changes + 4 DAPT then pre-train -> fine-tune
+    assert len(lines) == 82
     planned = []
     for line in lines:
         words = shlex.split(line)
@@ -306,10 +306,13 @@ def test_gpu_session_commands_are_study_commands(tmp_path):
                               for d in ("ai", "music", "literature", "politics", "science")]
     assert planned[30:34] == [("study", f"dapt_span-{d}-minilm-s{s}-sel_raw_lexical_100000-dapt_e15")
                             for s in (555, 666) for d in ("ai", "music")]
-    assert planned[53] == ("study", "trf_finetune_plus_others-music-minilm-s555")
+    # row 10 on the 15-epoch encoders right after them, named apart from the 2-epoch row 10 of the end
+    assert planned[34:38] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000-dapt_e15")
+                              for s in (555, 666) for d in ("ai", "music")]
+    assert planned[57] == ("study", "trf_finetune_plus_others-music-minilm-s555")
     assert planned[-4:] == [("study", f"dapt_finetune_span-{d}-minilm-s{s}-sel_raw_lexical_100000")
                             for s in (555, 666) for d in ("ai", "music")]
-    assert {run for _, run in planned[54:74]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
+    assert {run for _, run in planned[58:78]} == {f"trf_finetune_{part}-{d}-minilm-s{s}" for d in ("ai", "music")
                                                 for s in (555, 666)
                                                 for part in ("warmup", "head_lr", "layer_decay", "mentions", "shape")}
     int8 = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_session.sh"), "int8"], env=env,
@@ -349,11 +352,11 @@ if sys.argv[2] == "plan":
     got = sorted(json.loads(path.read_text()) for path in record.iterdir())
     tuned = [argv for argv in expected if argv[argv.index("--methods") + 1] == "trf_finetune_tuned"]
     assert len(tuned) == 2 and got == [argv for argv in expected if argv not in tuned]
-    assert any("--dapt-epochs" in argv for argv in got) and len(got) == 76
+    assert any("--dapt-epochs" in argv for argv in got) and len(got) == 80
     assert proc.stdout.count("project/study/results has it, skipped") == 2
     # every study line (not the teachers' reruns) asked first, against the repository's results
     asked = [json.loads(path.read_text()) for path in plans.iterdir()]
-    assert len(asked) == 74
+    assert len(asked) == 78
     assert all(argv[argv.index("--results") + 1] == "project/study/results" for argv in asked)
     assert sorted(argv[argv.index("--methods"):] for argv in asked) == sorted(
         argv[argv.index("--methods"):] for argv in expected if "/rerun" not in " ".join(argv))
