@@ -6,6 +6,7 @@
 #   DATA=DIR bash benchmarks/cpu_session.sh prepare      # the corpus, raw text and GloVe, once
 #   bash benchmarks/cpu_session.sh run [QUEUE] [JOBS]    # QUEUE's runs, JOBS at a time
 #   DRY_RUN=1 bash benchmarks/cpu_session.sh run         # print the study commands
+#   UNTIL=14:30 bash benchmarks/cpu_session.sh run       # start no run at or after 14:30 UTC
 #
 # DATA: a folder of column-file corpora, <domain>/{train,dev,test}.txt (../shared/data/crossner:
 # conll2003 and the five CrossNER domains). `prepare` writes into STATE (default
@@ -26,7 +27,10 @@
 # a session by the first `run`, runners started with it wait): editing the checkout meanwhile
 # does not change a running study. Their results go to this checkout's project/study/results;
 # commit them as they land, then `python project/scripts/report.py study`. A run stopped before
-# its end writes no result; the next `run` starts it again.
+# its end writes no result; the next `run` starts it again. UNTIL (HH:MM on the UTC clock, the
+# next such time; or anything `date -d` reads, e.g. @EPOCH): a line not started by then is left
+# for the next `run` (said in the log), so a run that cannot finish before the session ends is
+# not begun; a run already going is never stopped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -39,7 +43,7 @@ vectors=$state/vectors/glove50
 run=${DRY_RUN:+echo}
 
 if [ "$phase" != prepare ] && [ "$phase" != run ]; then
-    sed -n 2,29p "$0"; exit 2
+    sed -n 2,33p "$0"; exit 2
 fi
 
 if [ "$phase" = prepare ]; then
@@ -73,6 +77,16 @@ fi
 queue=${2:-benchmarks/cpu_queue.txt}
 jobs=${3:-$(nproc)}
 if [ ! -f "$queue" ]; then echo "cpu_session.sh: no queue file $queue"; exit 2; fi
+until_s=""
+if [ -n "${UNTIL:-}" ]; then
+    if ! until_s=$(date -u -d "$UNTIL" +%s 2> /dev/null); then
+        echo "cpu_session.sh: UNTIL=$UNTIL is not a time (HH:MM on the UTC clock, or anything 'date -d' reads)"; exit 2
+    fi
+    # a bare HH:MM already past today means tomorrow's
+    if [[ "$UNTIL" =~ ^[0-9]{1,2}:[0-9]{2}$ ]] && [ "$until_s" -le "$(date +%s)" ]; then
+        until_s=$((until_s + 86400))
+    fi
+fi
 if [ -z "$run" ]; then
     for need in corpus raw; do
         if [ ! -d "$state/$need" ]; then echo "cpu_session.sh: $state/$need is missing: run 'prepare' first"; exit 2; fi
@@ -114,12 +128,15 @@ if [ -n "$run" ]; then
     done < "$lines"
     exit 0
 fi
-echo "[cpu_session] $(wc -l < "$lines") runs in the queue, $jobs at once, code of $(git -C "$frozen" rev-parse --short HEAD 2>/dev/null || echo "$frozen"), from $(date -u +%H:%M:%S)"
+echo "[cpu_session] $(wc -l < "$lines") runs in the queue, $jobs at once, code of $(git -C "$frozen" rev-parse --short HEAD 2>/dev/null || echo "$frozen"), from $(date -u +%H:%M:%S)${until_s:+, none started from $(date -u -d "@$until_s" "+%F %H:%M:%S")}"
 xargs -P "$jobs" -L 1 bash -c '
     method=$0 domain=$1 seed=$2; shift 2
     if python3 project/scripts/study.py plan '"$common"' --methods $method --domains $domain --seeds $seed "$@" \
             2>/dev/null | grep -q "^done "; then
         echo "[cpu_session] $method $domain $seed $*: project/study/results has it, skipped"; exit 0
+    fi
+    if [ -n "'"$until_s"'" ] && [ "$(date +%s)" -ge "'"$until_s"'" ]; then
+        echo "[cpu_session] $method $domain $seed $*: not started, past UNTIL=${UNTIL:-} (the next run starts it)"; exit 0
     fi
     log='"$state"'/logs/$method-$domain-s$seed${1:+-$(echo "$*" | md5sum | cut -c1-6)}.log
     echo "[cpu_session] $method $domain $seed $* started at $(date -u +%H:%M:%S), log $log"

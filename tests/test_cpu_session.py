@@ -4,6 +4,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +121,46 @@ def test_two_runners_on_one_state_each_run_their_own_queue(tmp_path):
         ["trf_finetune-7"] + [f"trf_finetune_warmup-{seed}" for seed in range(1000, 1100)])
     assert out.count(" started at ") == 100 and two.stdout.count(" started at ") == 1
     assert not list(state.glob("queue*"))
+
+def test_until_starts_no_run_after_its_time_and_stops_none(tmp_path):
+    """UNTIL: a line whose turn comes at or after that time is not started (said, the next `run`
+    starts it), a run that began before it goes on to its end, a line done already is still
+    reported as done; a bare HH:MM already past means tomorrow's, and a value that is not a time
+    is refused by name."""
+    state, frozen, stub, record = (tmp_path / name for name in ("state", "frozen", "bin", "argv"))
+    for folder in (state / "corpus", state / "raw", frozen, stub, record):
+        folder.mkdir(parents=True)
+    queue = tmp_path / "queue.txt"
+    queue.write_text("trf_finetune ai 555 --features minilm\ntrf_finetune music 555 --features minilm\n"
+                     "trf_finetune politics 555 --features minilm\n")
+    until = int(time.time()) + 10
+    # the first run lasts past UNTIL; politics has its result already
+    write_stub(stub, plan="""\
+    print(("done  " if argv[argv.index("--domains") + 1] == "politics" else "todo  ") + "run")""", run=f"""\
+    domain = argv[argv.index("--domains") + 1]
+    while domain == "ai" and time.time() < {until} + 1:
+        time.sleep(0.1)
+    open(os.path.join({str(record)!r}, domain), "w").write("")""")
+    env = dict(os.environ, STATE=str(state), FROZEN=str(frozen), GENERAL="/g", DICTIONARY="/d",
+               PATH=f"{stub}:{os.environ['PATH']}", UNTIL=f"@{until}")
+    proc = subprocess.run(["bash", str(SCRIPT), "run", str(queue), "1"], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(path.name for path in record.iterdir()) == ["ai"]
+    assert "trf_finetune ai 555 exit 0" in proc.stdout
+    assert f"trf_finetune music 555 --features minilm: not started, past UNTIL=@{until}" in proc.stdout
+    assert "trf_finetune politics 555 --features minilm: project/study/results has it, skipped" in proc.stdout
+    # a bare HH:MM a minute ago is tomorrow's: nothing is held back
+    earlier = time.strftime("%H:%M", time.gmtime(time.time() - 60))
+    proc = subprocess.run(["bash", str(SCRIPT), "run", str(queue), "1"], env=dict(env, UNTIL=earlier),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "not started" not in proc.stdout, proc.stdout + proc.stderr
+    assert sorted(path.name for path in record.iterdir()) == ["ai", "music"]
+    bad = subprocess.run(["bash", str(SCRIPT), "run", str(queue), "1"], env=dict(env, UNTIL="half past two"),
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "UNTIL=half past two is not a time" in bad.stdout
+    assert not list(state.glob("queue*"))
+
 
 def test_two_runners_started_together_share_one_frozen_worktree(tmp_path):
     """Both runners of a fresh session started at the same moment (no FROZEN): the first makes
