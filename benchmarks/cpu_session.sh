@@ -31,6 +31,10 @@
 # next such time; or anything `date -d` reads, e.g. @EPOCH): a line not started by then is left
 # for the next `run` (said in the log), so a run that cannot finish before the session ends is
 # not begun; a run already going is never stopped.
+# bash reads a script as it runs it: the whole script is one function, read in full before any of
+# it runs, so a runner keeps the code it started with when the checkout's copy is edited or pulled
+# during its queue (it would otherwise go on at its old byte offset in the new text)
+main() {
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -144,3 +148,5 @@ xargs -P "$jobs" -L 1 bash -c '
         --workers 0 '"$common"' --methods $method --domains $domain --seeds $seed "$@") > $log 2>&1
     echo "[cpu_session] $method $domain $seed exit $? at $(date -u +%H:%M:%S)"' < "$lines"
 echo "[cpu_session] queue done at $(date -u +%H:%M:%S): $(ls "$repo"/project/study/results/*.json | wc -l) results in project/study/results"
+}
+main "$@"; exit $?

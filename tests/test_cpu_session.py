@@ -162,6 +162,42 @@ def test_until_starts_no_run_after_its_time_and_stops_none(tmp_path):
     assert not list(state.glob("queue*"))
 
 
+def test_a_runner_keeps_its_code_when_the_script_is_edited_under_it(tmp_path):
+    """bash reads a script as it goes: a runner whose cpu_session.sh is edited (or pulled) during
+    a long run must still end as the copy it started with says, not run whatever the new file
+    holds at the old offset."""
+    repo, state, frozen, stub, gate = (tmp_path / name for name in ("repo", "state", "frozen", "bin", "gate"))
+    for folder in (repo / "benchmarks", repo / "project" / "study" / "results", state / "corpus", state / "raw",
+                   frozen, stub):
+        folder.mkdir(parents=True)
+    script = repo / "benchmarks" / "cpu_session.sh"
+    script.write_text(SCRIPT.read_text())
+    (repo / "project" / "study" / "results" / "earlier.json").write_text("{}")
+    queue = tmp_path / "queue.txt"
+    queue.write_text("trf_finetune ai 555 --features minilm\n")
+    write_stub(stub, run=f"""\
+    deadline = time.time() + 60
+    while not os.path.exists({str(gate)!r}) and time.time() < deadline:
+        time.sleep(0.05)""")
+    env = dict(os.environ, STATE=str(state), FROZEN=str(frozen), GENERAL="/g", DICTIONARY="/d",
+               PATH=f"{stub}:{os.environ['PATH']}")
+    runner = subprocess.Popen(["bash", str(script), "run", str(queue), "1"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    logs = state / "logs"
+    for _ in range(1200):  # until the run has started
+        if logs.is_dir() and any(logs.iterdir()):
+            break
+        time.sleep(0.05)
+    # an edit that moves every later byte: the old offsets now fall inside other lines
+    lines = SCRIPT.read_text().splitlines(keepends=True)
+    script.write_text("".join(lines[:1]) + "# an edit made while the runner works\n" * 40 + "".join(lines[1:]))
+    gate.write_text("")
+    out, err = runner.communicate(timeout=600)
+    assert runner.returncode == 0 and err == "", out + err
+    assert out.count(" runs in the queue") == out.count(" started at ") == out.count("queue done") == 1, out
+    assert "trf_finetune ai 555 exit 0" in out and "1 results in project/study/results" in out
+
+
 def test_two_runners_started_together_share_one_frozen_worktree(tmp_path):
     """Both runners of a fresh session started at the same moment (no FROZEN): the first makes
     STATE/frozen, a worktree of HEAD, the other waits for it instead of failing on git's lock, and
