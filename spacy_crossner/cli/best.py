@@ -64,6 +64,14 @@ def best_pipeline_cli(
     shape: bool = typer.Option(False, "--shape", help="transformer recipe: embed each token's shape (case, "
                                "digits) beside the transformer, from the source stage on; what an uncased "
                                "model such as the bundled MiniLM cannot see (a source model of its own)."),
+    dapt_text: Optional[Path] = typer.Option(None, "--dapt-text", help="transformer recipe: raw text of "
+                                             "the target's domain, one sentence or paragraph a line (e.g. "
+                                             "select-corpus's selected.txt) or .spacy docs: the encoder is "
+                                             "first adapted to the domain on it and the target's train+dev "
+                                             "text (DAPT, span masking; cached, resumable)."),
+    dapt_epochs: float = typer.Option(15.0, "--dapt-epochs", help="With --dapt-text: DAPT epochs."),
+    dapt_max_steps: int = typer.Option(-1, "--dapt-max-steps", help="With --dapt-text: most DAPT steps, "
+                                       "overriding --dapt-epochs (-1: from --dapt-epochs)."),
     distill_from: Optional[str] = typer.Option(None, "--distill-from", help="fast recipe: a trained "
                                                "pipeline (e.g. the transformer recipe's) that labels "
                                                "--distill-text for the BiLSTM-CRF to learn from."),
@@ -79,7 +87,8 @@ def best_pipeline_cli(
     The transformer recipe pre-trains the bundled MiniLM tagger on all the --source corpora
     together, each with its own labels (cached by their contents, config and seed, and reused for
     other targets and seeds), then fine-tunes it on TARGET with one output layer over the union of
-    labels (a tag's rows start from the first --source that has it); --recipe fast trains the
+    labels (a tag's rows start from the first --source that has it); with --dapt-text TEXT the
+    encoder is first adapted to the target's domain (DAPT) on TEXT; --recipe fast trains the
     word/char BiLSTM-CRF jointly with GloVe vectors instead, and with --distill-from TEACHER
     --distill-text TEXT also on TEXT as labelled by TEACHER. Each training stops early on dev F1.
     Prints the stage it is in and the time left, then dev F1, test F1 and the pipeline's folder."""
@@ -94,7 +103,8 @@ def best_pipeline_cli(
                                vectors=vectors, gpu_id=gpu_id, threads=threads, cache=cache,
                                workdir=workdir, overwrite=overwrite, say=typer.echo, distill_from=distill_from,
                                distill_text=distill_text, distill_min_precision=distill_min_precision,
-                               shape=shape)
+                               shape=shape, dapt_text=dapt_text, dapt_epochs=dapt_epochs,
+                               dapt_max_steps=dapt_max_steps)
     except (BestPipelineError, OSError) as err:
         fail(str(err))
     typer.echo(result.final_line())
