@@ -462,7 +462,7 @@ def teach(teacher: str, text: Path, target: Corpus, config, workdir: Path, min_p
 def dapt_text_lines(text: Path) -> List[str]:
     """The non-empty lines of ``--dapt-text`` (UTF-8, one sentence or paragraph a line), or the
     token texts of each doc of a ``.spacy`` file; a clear error naming the file (and line)."""
-    from .dapt.corpus import iter_lines
+    from .dapt.corpus import DEFAULT_MAX_LINE_CHARS, iter_lines
     from .dapt.text import DaptInputError
 
     if text.suffix == ".spacy":
@@ -471,24 +471,44 @@ def dapt_text_lines(text: Path) -> List[str]:
         from .docbin import read_docbin
 
         try:
-            return [" ".join(t.text for t in doc) for doc in read_docbin(text, Vocab()) if len(doc)]
+            docs = list(read_docbin(text, Vocab()))
         except Exception as err:  # not a DocBin
             raise BestPipelineError(f"--dapt-text {text}: not a .spacy file spaCy can read ({err})") from None
+        lines = [" ".join(t.text for t in doc).strip() for doc in docs]
+        return [line for line in lines if line]
     try:
         return [line.strip() for line in iter_lines(text) if line.strip()]
     except DaptInputError as err:
-        raise BestPipelineError(f"--dapt-text: {err}") from None
+        message = str(err).replace(", or raise the limit with --max-line-chars", "")
+        if message != str(err):
+            message += f" (best-pipeline takes lines of up to {DEFAULT_MAX_LINE_CHARS:,} characters)"
+        raise BestPipelineError(f"--dapt-text: {message}") from None
 
 
-def write_dapt_corpus(target: Corpus, lines: Sequence[str], out: Path) -> Dict[str, int]:
+def dapt_held_out_lines(lines: int) -> int:
+    """How many of a DAPT corpus's last lines ``dapt`` keeps out of training for its held-out
+    loss (its ``--held-out`` 0.05 of the lines, at least one)."""
+    return min(lines - 1, max(1, math.ceil(0.05 * lines)))
+
+
+def write_dapt_corpus(target: Corpus, lines: Sequence[str], out: Path, text: Path) -> Dict[str, int]:
     """The DAPT corpus: the target's train+dev sentences first, then ``lines`` (the study's
-    order: the held-out loss is measured on the corpus's last lines, so on the given text)."""
+    order). ``dapt`` measures its held-out loss on the corpus's last lines, which are not
+    trained on: those are of ``lines``, which must hold more than them."""
     from spacy.vocab import Vocab
 
     from .docbin import read_docbin
 
-    own = [" ".join(t.text for t in doc) for path in (target.train, target.dev)
-           for doc in read_docbin(path, Vocab()) if len(doc)]
+    own = [" ".join(t.text for t in doc).strip() for path in (target.train, target.dev)
+           for doc in read_docbin(path, Vocab())]
+    own = [line for line in own if line]
+    held = dapt_held_out_lines(len(own) + len(lines))
+    if len(lines) <= held:
+        raise BestPipelineError(f"--dapt-text {text}: its {len(lines)} lines come after the target's "
+                                f"{len(own)} sentences, and the DAPT keeps the corpus's last {held} lines "
+                                f"out of training to measure its held-out loss: the text would not be "
+                                f"trained on. Give more text (thousands of sentences: e.g. select-corpus "
+                                f"--top-tokens 100000 on a large corpus)")
     out.parent.mkdir(parents=True, exist_ok=True)
     part = out.with_name(out.name + ".part")
     with part.open("w", encoding="utf8") as f:
@@ -496,7 +516,64 @@ def write_dapt_corpus(target: Corpus, lines: Sequence[str], out: Path) -> Dict[s
             f.write(" ".join(line.split()) + "\n")
     os.replace(part, out)
     return {"own_lines": len(own), "own_tokens": sum(len(line.split()) for line in own),
-            "text_lines": len(lines), "text_tokens": sum(len(line.split()) for line in lines)}
+            "text_lines": len(lines), "text_tokens": sum(len(line.split()) for line in lines),
+            "held_out_lines": held}
+
+
+def cuda_devices_for_child(gpu_id: int) -> str:
+    """CUDA_VISIBLE_DEVICES for a child that should use the parent's GPU ``gpu_id`` as its only
+    device ("" = none, the CPU): the ``gpu_id``-th of the devices the parent may use."""
+    if gpu_id < 0:
+        return ""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not visible.strip():
+        return str(gpu_id)
+    devices = [d.strip() for d in visible.split(",") if d.strip()]
+    if gpu_id >= len(devices):
+        raise BestPipelineError(f"--gpu-id {gpu_id}: CUDA_VISIBLE_DEVICES={visible} lets this process use "
+                                f"{len(devices)} GPU(s), numbered 0 to {len(devices) - 1}")
+    return devices[gpu_id]
+
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, the runs must not share a cache entry at once
+    fcntl = None
+
+
+class _CacheLock:
+    """One run at a time trains a cache entry (``flock`` on a hidden file beside it); another
+    run that needs the same entry waits, then finds it made."""
+
+    def __init__(self, path: Path, say: Callable[[str], None], what: str):
+        self.path, self.say, self.what = path, say, what
+        self.fd: Optional[int] = None
+
+    def __enter__(self) -> "_CacheLock":
+        if fcntl is None:
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.say(f"{PREFIX} waiting for another run that {self.what} (lock {self.path}) ...")
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing lets go of the lock
+            self.fd = None
+
+
+def _start_model(transformer: Optional[str]) -> str:
+    """What the DAPT starts from, as its cache key names it: a local folder by its absolute
+    path, a hub name as given, the bundled MiniLM by name (the same in every environment)."""
+    if not transformer:
+        return "bundled MiniLM"
+    path = Path(transformer).expanduser()
+    return str(path.resolve()) if path.exists() else transformer
 
 
 def adapt_encoder(corpus: Path, cache_dir: Path, transformer: Optional[str], epochs: float, max_steps: int,
@@ -507,36 +584,69 @@ def adapt_encoder(corpus: Path, cache_dir: Path, transformer: Optional[str], epo
     stopped midway continues from its last complete checkpoint. Returns what the summary says,
     with the encoder's folder as "model"."""
     from .dapt.checkpoints import last_complete_checkpoint
+    from .dapt.train import RUN_SETTINGS_FILE, default_model
 
-    settings = {**DAPT_SETTINGS, "epochs": epochs, "max_steps": max_steps}
-    data = {"version": CACHE_VERSION, "corpus": file_digest(corpus), "model": transformer or "bundled MiniLM",
-            "settings": settings}
+    cache_dir = cache_dir.resolve()  # its path is in the source stage's config, so in its cache key
+    length = {"max_steps": max_steps} if max_steps > 0 else {"epochs": float(epochs)}
+    data = {"version": CACHE_VERSION, "corpus": file_digest(corpus), "model": _start_model(transformer),
+            "settings": {**DAPT_SETTINGS, **length}}
     key = hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf8")).hexdigest()[:20]
     model_dir = cache_dir / f"dapt-{key}"
     summary_path = model_dir / "dapt_summary.json"
     if summary_path.is_file():
         say(f"{PREFIX} {stage}: cached, reused {model_dir}")
         return _dapt_result(summary_path, model_dir, cached=True)
-    partial = cache_dir / f"dapt-{key}.partial"
-    resume_from = last_complete_checkpoint(partial / "checkpoints")
-    if resume_from is None:
-        shutil.rmtree(partial, ignore_errors=True)
-    else:
-        say(f"{PREFIX} {stage}: continuing the stopped run from {resume_from}")
-    argv = [sys.executable, "-m", "spacy_crossner", "dapt", str(corpus), str(partial),
-            "--masking", settings["masking"], "--epochs", str(epochs), "--max-steps", str(max_steps),
+    with _CacheLock(cache_dir / f".dapt-{key}.lock", say, f"adapts the same encoder ({model_dir.name})"):
+        if summary_path.is_file():  # made by the run we waited for
+            say(f"{PREFIX} {stage}: cached, reused {model_dir}")
+            return _dapt_result(summary_path, model_dir, cached=True)
+        partial = cache_dir / f"dapt-{key}.partial"
+        if not (partial / "dapt_summary.json").is_file():  # else a finished run stopped before its rename
+            model = transformer or default_model()
+            resume_from = last_complete_checkpoint(partial / "checkpoints")
+            if resume_from is not None:
+                try:
+                    saved = json.loads((partial / RUN_SETTINGS_FILE).read_text(encoding="utf8"))
+                except (OSError, ValueError):
+                    saved = {}
+                if saved.get("model") != model:  # e.g. the bundled MiniLM of another environment
+                    say(f"{PREFIX} {stage}: the stopped run in {partial} started from {saved.get('model')}, not "
+                        f"{model}: starting again")
+                    resume_from = None
+            if resume_from is None:
+                shutil.rmtree(partial, ignore_errors=True)
+            else:
+                say(f"{PREFIX} {stage}: continuing the stopped run from {resume_from}")
+            _run_dapt_child(corpus, partial, model, epochs, max_steps, resume_from is not None, gpu_id=gpu_id,
+                            threads=threads, log_path=log_path, say=say, stage=stage)
+        shutil.rmtree(partial / "checkpoints", ignore_errors=True)  # the final model is what is used
+        shutil.rmtree(model_dir, ignore_errors=True)
+        partial.rename(model_dir)
+    result = _dapt_result(summary_path, model_dir, cached=False)
+    say(f"{PREFIX} {stage}: {result['steps']} steps; held-out masked-LM loss {result['loss_before']:.4f} -> "
+        f"{result['loss_after']:.4f}; encoder {model_dir}")
+    return result
+
+
+def _run_dapt_child(corpus: Path, out: Path, model: str, epochs: float, max_steps: int, resume: bool, *,
+                    gpu_id: int, threads: int, log_path: Path, say: Callable[[str], None], stage: str) -> None:
+    """``python -m spacy_crossner dapt`` in a child process, its output in ``log_path``; its step
+    lines are relayed every DAPT_LOG_EVERY steps. A failed run raises with the end of its log."""
+    from .dapt.checkpoints import last_complete_checkpoint
+
+    settings = DAPT_SETTINGS
+    argv = [sys.executable, "-m", "spacy_crossner", "dapt", str(corpus), str(out), "--model", model,
+            "--masking", settings["masking"], "--epochs", str(float(epochs)), "--max-steps", str(max_steps),
             "--batch-size", str(settings["batch_size"]), "--lr", str(settings["learning_rate"]),
             "--seed", str(settings["seed"]), "--max-length", str(settings["max_length"]),
             "--save-steps", str(DAPT_SAVE_STEPS), "--logging-steps", "10", "--no-progress"]
-    if transformer:
-        argv += ["--model", transformer]
-    if resume_from is not None:
+    if resume:
         argv.append("--resume")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="" if gpu_id < 0 else str(gpu_id))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES=cuda_devices_for_child(gpu_id))
     if threads > 0:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("a" if resume_from is not None else "w", encoding="utf8") as log:
+    with log_path.open("a" if resume else "w", encoding="utf8") as log:
         log.write("$ " + " ".join(argv) + "\n")
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True, errors="replace")
@@ -551,17 +661,10 @@ def adapt_encoder(corpus: Path, cache_dir: Path, transformer: Optional[str], epo
         code = proc.wait()
     if code != 0:
         tail = log_path.read_text(encoding="utf8", errors="replace").splitlines()[-15:]
-        again = (f"; run the command again to continue from its last checkpoint in {partial}"
-                 if last_complete_checkpoint(partial / "checkpoints") else "")
+        again = (f"; run the command again to continue from its last checkpoint in {out} (or remove {out} "
+                 f"to start it again)" if last_complete_checkpoint(out / "checkpoints") else "")
         raise BestPipelineError(f"DAPT of the encoder failed (exit code {code}){again}; its log is {log_path}, "
                                 f"which ends:\n    " + "\n    ".join(tail))
-    shutil.rmtree(partial / "checkpoints", ignore_errors=True)  # the final model is what is used
-    shutil.rmtree(model_dir, ignore_errors=True)
-    partial.rename(model_dir)
-    result = _dapt_result(summary_path, model_dir, cached=False)
-    say(f"{PREFIX} {stage}: {result['steps']} steps; held-out masked-LM loss {result['loss_before']:.4f} -> "
-        f"{result['loss_after']:.4f}; encoder {model_dir}")
-    return result
 
 
 def _dapt_result(summary_path: Path, model_dir: Path, cached: bool) -> Dict[str, Any]:
@@ -623,8 +726,8 @@ def best_pipeline(
     distill_min_precision: float = 0.8,
     shape: bool = False,
     dapt_text: Optional[Union[str, Path]] = None,
-    dapt_epochs: float = 15.0,
-    dapt_max_steps: int = -1,
+    dapt_epochs: Optional[float] = None,
+    dapt_max_steps: Optional[int] = None,
 ) -> Result:
     """Train the best pipeline for a target corpus from source corpora; copy it to ``output``.
 
@@ -661,8 +764,10 @@ def best_pipeline(
         (.txt, one sentence or paragraph a line, e.g. select-corpus's selected.txt; or .spacy) to
         adapt the encoder to before the source stage (DAPT, span masking, on the target's train+dev
         text and this text; cached in ``cache``).
-    dapt_epochs (float): epochs of the DAPT stage (the study's keeper: 15).
-    dapt_max_steps (int): with ``dapt_text``: most DAPT steps, overriding ``dapt_epochs`` when > 0.
+    dapt_epochs (Optional[float]): with ``dapt_text``: epochs of the DAPT stage (None: 15, the
+        study's keeper).
+    dapt_max_steps (Optional[int]): with ``dapt_text``: most DAPT steps, overriding ``dapt_epochs``
+        when > 0 (None or -1: from the epochs).
     RETURNS (Result): the output path, dev and test F1, whether the source model came from the cache.
     """
     from .evaluate import EvaluationError, evaluate
@@ -690,7 +795,15 @@ def best_pipeline(
         raise BestPipelineError(f"--shape embeds each token's shape beside the transformer; give --recipe "
                                 f"transformer (not {recipe}: its character CNN sees case and digits already)")
     dapt_lines: Optional[List[str]] = None
-    if dapt_text is not None:
+    if dapt_text is None:
+        given = [name for name, value in (("--dapt-epochs", dapt_epochs), ("--dapt-max-steps", dapt_max_steps))
+                 if value is not None]
+        if given:
+            raise BestPipelineError(f"{' and '.join(given)} set(s) the DAPT stage, which runs only with "
+                                    f"--dapt-text TEXT (the raw target-domain text to adapt the encoder on)")
+    else:
+        dapt_epochs = 15.0 if dapt_epochs is None else dapt_epochs
+        dapt_max_steps = -1 if dapt_max_steps is None else dapt_max_steps
         if recipe != "transformer":
             raise BestPipelineError(f"--dapt-text adapts the transformer to the target's domain; give --recipe "
                                     f"transformer (not {recipe}; the fast recipe learns from raw text with "
@@ -784,9 +897,10 @@ def best_pipeline(
         progress.planned = {first: budget.source_max_steps, first + 1: budget.max_steps}
         cache_dir = Path(cache) if cache else default_cache()
         if dapt_lines is not None:
-            progress.begin(0, f" ({dapt_text}: {len(dapt_lines)} lines, and the target's train+dev text)")
             corpus = workdir / "dapt" / "corpus.txt"
-            counts = write_dapt_corpus(target_corpus, dapt_lines, corpus)
+            counts = write_dapt_corpus(target_corpus, dapt_lines, corpus, dapt_text)
+            progress.begin(0, f" (the target's train+dev text and {dapt_text}: {counts['text_lines']} lines, "
+                              f"the last {counts['held_out_lines']} held out for the masked-LM loss)")
             summary["dapt"] = {"text": str(dapt_text), **counts, "corpus": str(corpus),
                                **adapt_encoder(corpus, cache_dir, transformer, dapt_epochs, dapt_max_steps,
                                                gpu_id=gpu_id, threads=threads, log_path=workdir / "logs" / "dapt.log",

@@ -1,6 +1,7 @@
 """The best-pipeline command (issue 46 item 2): from converted corpora to a loadable pipeline, on
 corpora with other domain and label names than CrossNER's, with tiny step budgets."""
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,8 @@ def test_transformer_recipe_adapts_the_encoder_to_dapt_text(corpora, tmp_path):
     result = best_pipeline(sources=[source], target=target, output=tmp_path / "adapted", budget=TINY, seed=0,
                            threads=1, cache=cache, say=said.append, dapt_text=text, dapt_max_steps=2)
     assert any(line.startswith("[best-pipeline] stage 1 of 4: adapt the encoder to the target's domain (DAPT) "
-                               f"({text}: 30 lines") for line in said), said
+                               f"(the target's train+dev text and {text}: 30 lines, the last 4 held out")
+               for line in said), said
     assert any("stage 1 of 4: step 2/2 (100%)" in line for line in said), said
     assert any("stage 2 of 4: pre-train on the source corpora" in line for line in said)
     assert any("stage 3 of 4: fine-tune on the target" in line for line in said)
@@ -141,6 +143,7 @@ def test_transformer_recipe_adapts_the_encoder_to_dapt_text(corpora, tmp_path):
     encoder = Path(dapt["model"])
     assert dapt["cached"] is False and dapt["steps"] == 2 and dapt["masking"] == "span"
     assert dapt["max_length"] == 128 and dapt["text_lines"] == 30 and dapt["own_lines"] == 24 + 8
+    assert dapt["held_out_lines"] == 4  # 5% of the 62 lines, rounded up: the text's last four
     assert encoder.parent == cache and encoder.name.startswith("dapt-") and (encoder / "config.json").is_file()
     assert not (encoder / "checkpoints").exists() and not list(cache.glob("*.partial"))
     # the corpus: the target's train+dev sentences first, then the text's non-empty lines
@@ -158,7 +161,8 @@ def test_transformer_recipe_adapts_the_encoder_to_dapt_text(corpora, tmp_path):
     assert out.exit_code == 0, out.output
     assert f"stage 1 of 4: cached, reused {encoder}" in out.output
     assert "stage 2 of 4: pre-train on the source corpora: cached, reused" in out.output
-    assert sorted(p.name for p in cache.iterdir()) == sorted([encoder.name, Path(result.summary["source_model"]).parent.name])
+    made = sorted(p.name for p in cache.iterdir() if not p.name.startswith("."))  # not the hidden lock files
+    assert made == sorted([encoder.name, Path(result.summary["source_model"]).parent.name])
     # the pipeline holds its encoder: it loads and tags with the cache gone
     cache.rename(tmp_path / "cache_gone")
     nlp = spacy.load(tmp_path / "adapted")
@@ -184,10 +188,88 @@ def test_dapt_settings_are_checked_before_training(corpora, tmp_path):
         best_pipeline(output=tmp_path / "d", dapt_text=latin, **common)
     with pytest.raises(BestPipelineError, match="--dapt-epochs must be a finite number above 0, not 0"):
         best_pipeline(output=tmp_path / "e", dapt_text=text, dapt_epochs=0, **common)
+    with pytest.raises(BestPipelineError, match="--dapt-epochs set.* runs only with --dapt-text"):
+        best_pipeline(output=tmp_path / "e", dapt_epochs=3, **common)
+    # a text so short that the held-out slice (the corpus's last lines) would take all of it
+    with pytest.raises(BestPipelineError, match="text.txt: its 1 lines come after the target's 32 sentences.*last 2 "
+                                                "lines out of training"):
+        best_pipeline(output=tmp_path / "e", dapt_text=text, dapt_max_steps=1, **common)
+    assert not (tmp_path / "e").exists()
     out = CliRunner().invoke(app, ["best-pipeline", str(target), str(tmp_path / "f"), "--source", str(source),
                                    "--dapt-text", str(text), "--dapt-max-steps", "0"])
     assert out.exit_code == 1 and "--dapt-max-steps must be at least 1 (or -1: from --dapt-epochs), not 0" in out.output
     assert not (tmp_path / "cache").exists() and not (tmp_path / "f").exists()
+
+
+def test_dapt_stage_resumes_or_finishes_a_stopped_run(monkeypatch, tmp_path):
+    """The DAPT stage's cache entry: a run stopped after its child finished is completed without
+    training again; one stopped at a checkpoint resumes from it, unless that run started from
+    another model (e.g. the bundled MiniLM of another environment), which starts again."""
+    import spacy_crossner.best as best
+    from spacy_crossner.dapt.train import default_model
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("robots learn .\nrobots plan .\n", encoding="utf8")
+    calls = []
+
+    def child(corpus_, out, model, epochs, max_steps, resume, **kwargs):
+        calls.append({"resume": resume, "model": model, "kept": sorted(p.name for p in out.iterdir()) if out.exists() else []})
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "dapt_summary.json").write_text(json.dumps({"steps": 7, "loss_before": 9.0, "loss_after": 5.0,
+                                                           "model": model}))
+
+    monkeypatch.setattr(best, "_run_dapt_child", child)
+    run = dict(transformer=None, epochs=15, max_steps=-1, gpu_id=-1, threads=1, log_path=tmp_path / "dapt.log",
+               say=lambda _: None, stage="stage 1 of 4")
+    cache = tmp_path / "cache"
+    first = best.adapt_encoder(corpus, cache, **run)
+    assert calls == [{"resume": False, "model": default_model(), "kept": []}] and first["steps"] == 7
+    assert Path(first["model"]).name.startswith("dapt-") and not list(cache.glob("*.partial"))
+    assert best.adapt_encoder(corpus, cache, **run)["cached"] is True and len(calls) == 1
+    # epochs as 15 or 15.0 is one entry; with --dapt-max-steps the epochs do not matter
+    assert best.adapt_encoder(corpus, cache, **{**run, "epochs": 15.0})["cached"] is True
+    steps = {**run, "max_steps": 9}
+    assert best.adapt_encoder(corpus, cache, **steps)["model"] == best.adapt_encoder(corpus, cache, **{**steps, "epochs": 3})["model"]
+    assert len(calls) == 2
+
+    other = tmp_path / "other.txt"
+    other.write_text("robots learn .\nrobots act .\n", encoding="utf8")
+    finished = best.adapt_encoder(other, tmp_path / "probe", **run)  # only to learn the entry's name
+    partial = cache / (Path(finished["model"]).name + ".partial")
+    # killed after the child finished, before the rename: completed, not trained again
+    partial.mkdir()
+    (partial / "dapt_summary.json").write_text(json.dumps({"steps": 3, "loss_before": 9.0, "loss_after": 6.0}))
+    (partial / "checkpoints").mkdir()
+    n = len(calls)
+    done = best.adapt_encoder(other, cache, **run)
+    assert len(calls) == n and done["steps"] == 3 and done["cached"] is False
+    assert not (Path(done["model"]) / "checkpoints").exists() and not partial.exists()
+
+    # stopped at a checkpoint: resumed when the run started from the same model, else started again
+    third = tmp_path / "third.txt"
+    third.write_text("robots learn .\nrobots sleep .\n", encoding="utf8")
+    partial = cache / (Path(best.adapt_encoder(third, tmp_path / "probe", **run)["model"]).name + ".partial")
+    for model, resumed in (("/another/env/minilm", False), (default_model(), True)):
+        shutil.rmtree(cache / partial.name[:-len(".partial")], ignore_errors=True)
+        checkpoint = partial / "checkpoints" / "checkpoint-200"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 200}))
+        (checkpoint / "rng_state.pth").write_bytes(b"0")
+        (partial / "dapt_run_settings.json").write_text(json.dumps({"model": model}))
+        best.adapt_encoder(third, cache, **run)
+        assert calls[-1]["resume"] is resumed
+        assert ("checkpoints" in calls[-1]["kept"]) is resumed
+
+
+def test_dapt_child_uses_the_gpu_it_was_given(monkeypatch):
+    from spacy_crossner.best import cuda_devices_for_child
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert cuda_devices_for_child(-1) == "" and cuda_devices_for_child(1) == "1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the parent's GPU 1 is the machine's GPU 3
+    assert cuda_devices_for_child(1) == "3" and cuda_devices_for_child(-1) == ""
+    with pytest.raises(BestPipelineError, match="--gpu-id 2: CUDA_VISIBLE_DEVICES=2,3 lets this process use 2 GPU"):
+        cuda_devices_for_child(2)
 
 
 def test_fast_recipe_with_vectors_from_a_text_file(corpora):

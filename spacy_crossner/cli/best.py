@@ -69,9 +69,10 @@ def best_pipeline_cli(
                                              "select-corpus's selected.txt) or .spacy docs: the encoder is "
                                              "first adapted to the domain on it and the target's train+dev "
                                              "text (DAPT, span masking; cached, resumable)."),
-    dapt_epochs: float = typer.Option(15.0, "--dapt-epochs", help="With --dapt-text: DAPT epochs."),
-    dapt_max_steps: int = typer.Option(-1, "--dapt-max-steps", help="With --dapt-text: most DAPT steps, "
-                                       "overriding --dapt-epochs (-1: from --dapt-epochs)."),
+    dapt_epochs: Optional[float] = typer.Option(None, "--dapt-epochs", help="With --dapt-text: DAPT epochs "
+                                                "(default 15)."),
+    dapt_max_steps: Optional[int] = typer.Option(None, "--dapt-max-steps", help="With --dapt-text: most DAPT "
+                                                 "steps, overriding --dapt-epochs (default -1: from the epochs)."),
     distill_from: Optional[str] = typer.Option(None, "--distill-from", help="fast recipe: a trained "
                                                "pipeline (e.g. the transformer recipe's) that labels "
                                                "--distill-text for the BiLSTM-CRF to learn from."),
