@@ -395,49 +395,65 @@ def run_training(
             "--gpu-id", str(gpu_id)]
     for key, value in overrides.items():
         argv += [f"--{key}", value]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if threads > 0:
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    columns: Optional[List[str]] = None
-    previous = ""
-    first = None
-    best = None
-    with log_path.open("w", encoding="utf8") as log:
-        log.write("$ " + " ".join(argv) + "\n")
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace")
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()
-            text = re.sub(r"\x1b\[[0-9;]*m", "", line.rstrip("\n"))
-            if re.match(r"^-+(?:\s+-+)+\s*$", text) and previous:
-                names = _table_columns(previous, text)
-                if names[:2] == ["E", "#"]:
-                    columns = names
-            elif columns is not None:
-                cells = text.split()
-                if len(cells) == len(columns) and cells[0].isdigit() and cells[1].isdigit():
-                    col = columns.index("ENTS_F") if "ENTS_F" in columns else columns.index("SCORE")
-                    try:
-                        score = float(cells[col]) * (1.0 if "ENTS_F" in columns else 100.0)
-                    except ValueError:
-                        score = None
-                    if score is not None:
-                        step, seconds = int(cells[1]), time.time() - start
-                        best = score if best is None else max(best, score)
-                        progress.step(index, step, max_steps, seconds, first, score, best)
-                        if first is None:
-                            first = (step, seconds)
-            previous = text
-        code = proc.wait()
+    state: Dict[str, Any] = {"columns": None, "previous": "", "first": None, "best": None}
+
+    def on_line(line: str) -> None:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", line.rstrip("\n"))
+        columns = state["columns"]
+        if re.match(r"^-+(?:\s+-+)+\s*$", text) and state["previous"]:
+            names = _table_columns(state["previous"], text)
+            if names[:2] == ["E", "#"]:
+                state["columns"] = names
+        elif columns is not None:
+            cells = text.split()
+            if len(cells) == len(columns) and cells[0].isdigit() and cells[1].isdigit():
+                col = columns.index("ENTS_F") if "ENTS_F" in columns else columns.index("SCORE")
+                try:
+                    score = float(cells[col]) * (1.0 if "ENTS_F" in columns else 100.0)
+                except ValueError:
+                    score = None
+                if score is not None:
+                    step, seconds = int(cells[1]), time.time() - start
+                    state["best"] = score if state["best"] is None else max(state["best"], score)
+                    progress.step(index, step, max_steps, seconds, state["first"], score, state["best"])
+                    if state["first"] is None:
+                        state["first"] = (step, seconds)
+        state["previous"] = text
+
+    code = run_logged(argv, child_env(threads), log_path, on_line)
     if code != 0:
         tail = log_path.read_text(encoding="utf8", errors="replace").splitlines()[-15:]
         raise BestPipelineError(f"spacy train of {config_path} failed (exit code {code}); its log is "
                                 f"{log_path}, which ends:\n    " + "\n    ".join(tail))
     if not (output / "model-best").is_dir():
         raise BestPipelineError(f"spacy train of {config_path} wrote no model-best in {output} (log: {log_path})")
+
+
+def child_env(threads: int, **extra: str) -> Dict[str, str]:
+    """The environment of a child process: unbuffered output, ``threads`` torch/OpenMP threads
+    (0: as inherited), and ``extra``."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **extra)
+    if threads > 0:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    return env
+
+
+def run_logged(argv: List[str], env: Dict[str, str], log_path: Path, on_line: Callable[[str], None],
+               append: bool = False) -> int:
+    """Run ``argv`` in a child process with its output (stdout and stderr) written to
+    ``log_path`` (after the command line; appended with ``append``) and passed to ``on_line``
+    line by line as it comes. RETURNS (int): the exit code."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("a" if append else "w", encoding="utf8") as log:
+        log.write("$ " + " ".join(argv) + "\n")
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True, errors="replace")
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            on_line(line)
+        return proc.wait()
 
 
 def teach(teacher: str, text: Path, target: Corpus, config, workdir: Path, min_precision: float, gpu_id: int,
@@ -642,23 +658,16 @@ def _run_dapt_child(corpus: Path, out: Path, model: str, epochs: float, max_step
             "--save-steps", str(DAPT_SAVE_STEPS), "--logging-steps", "10", "--no-progress"]
     if resume:
         argv.append("--resume")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES=cuda_devices_for_child(gpu_id))
-    if threads > 0:
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("a" if resume else "w", encoding="utf8") as log:
-        log.write("$ " + " ".join(argv) + "\n")
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace")
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()
-            match = re.match(r"DAPT step ([\d,]+)/([\d,]+)", line)
-            if match:
-                step, last = (int(g.replace(",", "")) for g in match.groups())
-                if step % DAPT_LOG_EVERY == 0 or step == last:
-                    say(f"{PREFIX} {stage}: {line.strip()[5:]}")
-        code = proc.wait()
+
+    def on_line(line: str) -> None:
+        match = re.match(r"DAPT step ([\d,]+)/([\d,]+)", line)
+        if match:
+            step, last = (int(g.replace(",", "")) for g in match.groups())
+            if step % DAPT_LOG_EVERY == 0 or step == last:
+                say(f"{PREFIX} {stage}: {line.strip()[5:]}")
+
+    env = child_env(threads, CUDA_VISIBLE_DEVICES=cuda_devices_for_child(gpu_id))
+    code = run_logged(argv, env, log_path, on_line, append=resume)
     if code != 0:
         tail = log_path.read_text(encoding="utf8", errors="replace").splitlines()[-15:]
         again = (f"; run the command again to continue from its last checkpoint in {out} (or remove {out} "
