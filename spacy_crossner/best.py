@@ -712,6 +712,43 @@ def resolve_vectors(vectors: Optional[str], workdir: Path, say: Callable[[str], 
     return out
 
 
+def train_source_model(*, config_text: str, model_dir: Path, sources: Sequence[Corpus], summary: Dict[str, Any],
+                       source_seed: int, budget: Budget, gpu_id: int, threads: int, workdir: Path,
+                       progress: "Progress", index: int, say: Callable[[str], None]) -> bool:
+    """The source stage: train the source model in ``<model_dir>.partial`` and rename it to
+    ``model_dir``, unless that entry is made already. One run at a time trains an entry (another
+    run with the same sources, seed and settings waits for it, then reuses it). Returns whether
+    the model came from the cache."""
+    ready = model_dir / "model-best" / "meta.json"
+    if not ready.is_file():
+        with _CacheLock(model_dir.with_name(f".{model_dir.name}.lock"), say,
+                        f"pre-trains the same source model ({model_dir.name})"):
+            if not ready.is_file():  # else made by the run we waited for
+                progress.begin(index, f" ({', '.join(s.domain for s in sources)}; at most "
+                                      f"{budget.source_max_steps} steps, cached as {model_dir})")
+                partial = model_dir.with_name(f"{model_dir.name}.partial")
+                shutil.rmtree(partial, ignore_errors=True)
+                partial.mkdir(parents=True)
+                (partial / "config.cfg").write_text(config_text, encoding="utf8")
+                overrides = {}
+                for i, s in enumerate(sources):
+                    overrides[f"paths.source_train_{i}"] = str(s.train)
+                    overrides[f"paths.source_dev_{i}"] = str(s.dev)
+                log_path = workdir / "logs" / "source.log"
+                run_training(partial / "config.cfg", partial, overrides, gpu_id=gpu_id, threads=threads,
+                             log_path=log_path, progress=progress, index=index, max_steps=budget.source_max_steps)
+                shutil.copy(log_path, partial / "train.log")
+                (partial / "source.json").write_text(json.dumps(
+                    {"sources": summary["sources"], "domains": summary["source_domains"], "seed": source_seed},
+                    indent=2), encoding="utf8")
+                shutil.rmtree(model_dir, ignore_errors=True)
+                partial.rename(model_dir)
+                return False
+    progress.planned[index] = 0
+    progress.begin(index, f": cached, reused {model_dir / 'model-best'}")
+    return True
+
+
 def best_pipeline(
     *,
     sources: Sequence[Union[str, Path]],
@@ -756,7 +793,8 @@ def best_pipeline(
         (converted once), or ""/None for none.
     gpu_id (int): GPU id passed to ``spacy train`` and the scoring, -1 = CPU.
     threads (int): torch/OpenMP threads of each training (0 = leave the environment's setting).
-    cache (Optional[Union[str, Path]]): folder of cached source models; default default_cache().
+    cache (Optional[Union[str, Path]]): folder of cached source models (and DAPT encoders); one run
+        at a time trains an entry, others needing it wait; default default_cache().
     workdir (Optional[Union[str, Path]]): folder for configs, training runs and logs; default
         ``<output>-training`` beside the output.
     overwrite (bool): replace a non-empty ``output`` folder (else an error).
@@ -920,31 +958,9 @@ def best_pipeline(
         key = source_key(text, source_corpora, source_seed)
         model_dir = cache_dir / key
         summary["source_model"] = str(model_dir / "model-best")
-        if (model_dir / "model-best" / "meta.json").is_file():
-            cached = True
-            progress.planned[first] = 0
-            progress.begin(first, f": cached, reused {model_dir / 'model-best'}")
-        else:
-            cached = False
-            progress.begin(first, f" ({', '.join(s.domain for s in source_corpora)}; at most "
-                              f"{budget.source_max_steps} steps, cached as {model_dir})")
-            partial = cache_dir / f"{key}.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir(parents=True)
-            (partial / "config.cfg").write_text(text, encoding="utf8")
-            overrides = {}
-            for i, s in enumerate(source_corpora):
-                overrides[f"paths.source_train_{i}"] = str(s.train)
-                overrides[f"paths.source_dev_{i}"] = str(s.dev)
-            run_training(partial / "config.cfg", partial, overrides, gpu_id=gpu_id, threads=threads,
-                         log_path=workdir / "logs" / "source.log", progress=progress, index=first,
-                         max_steps=budget.source_max_steps)
-            shutil.copy(workdir / "logs" / "source.log", partial / "train.log")
-            (partial / "source.json").write_text(json.dumps(
-                {"sources": summary["sources"], "domains": summary["source_domains"], "seed": source_seed},
-                indent=2), encoding="utf8")
-            shutil.rmtree(model_dir, ignore_errors=True)
-            partial.rename(model_dir)
+        cached = train_source_model(config_text=text, model_dir=model_dir, sources=source_corpora,
+                                    summary=summary, source_seed=source_seed, budget=budget, gpu_id=gpu_id,
+                                    threads=threads, workdir=workdir, progress=progress, index=first, say=say)
         target_config = finetune_config(target_corpus, [s.domain for s in source_corpora], budget, seed)
         config_path = workdir / "configs" / "finetune.cfg"
         overrides = {"paths.pretrained": str(model_dir / "model-best"),

@@ -2,6 +2,7 @@
 corpora with other domain and label names than CrossNER's, with tiny step budgets."""
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,11 @@ def corpora(tmp_path_factory):
     return tmp, source, target
 
 
+def entries(cache: Path):
+    """The cache's entries, not the hidden lock files beside them."""
+    return [p for p in cache.iterdir() if not p.name.startswith(".")]
+
+
 def labels_of(nlp):
     return nlp.get_pipe("crossner").cfg["labels"]
 
@@ -80,7 +86,7 @@ def test_transformer_recipe_end_to_end_and_cached_source(corpora):
     nlp("Robots learn by reinforcement learning in simulation .")
     meta = json.loads((tmp / "best" / "meta.json").read_text())
     assert meta["crossner_best_pipeline"]["target_domain"] == "robotics"
-    cached = list((tmp / "cache").iterdir())
+    cached = entries(tmp / "cache")
     assert len(cached) == 1 and (cached[0] / "model-best").is_dir()
 
     # another target seed with the same source seed reuses the cached source model (CLI)
@@ -93,7 +99,7 @@ def test_transformer_recipe_end_to_end_and_cached_source(corpora):
     last = out.output.strip().splitlines()[-1]
     assert last.startswith("[best-pipeline] done: dev F1 ") and "test F1 " in last
     assert last.endswith(f"pipeline: {tmp / 'best_seed1'}")
-    assert len(list((tmp / "cache").iterdir())) == 1
+    assert len(entries(tmp / "cache")) == 1
     spacy.load(tmp / "best_seed1")
 
 
@@ -112,7 +118,7 @@ def test_transformer_recipe_with_shape(corpora):
     assert len(doc) == 8
     meta = json.loads((tmp / "shape" / "meta.json").read_text())
     assert meta["crossner_best_pipeline"]["shape"] is True
-    cached = list((tmp / "cache_shape").iterdir())
+    cached = entries(tmp / "cache_shape")
     assert len(cached) == 1
     config = json.dumps(spacy.util.load_config(cached[0] / "config.cfg"))
     assert "WithShape" in config
@@ -259,6 +265,55 @@ def test_dapt_stage_resumes_or_finishes_a_stopped_run(monkeypatch, tmp_path):
         best.adapt_encoder(third, cache, **run)
         assert calls[-1]["resume"] is resumed
         assert ("checkpoints" in calls[-1]["kept"]) is resumed
+
+
+def test_source_stage_waits_for_a_run_training_the_same_entry(corpora, monkeypatch, tmp_path):
+    """Two runs that need one source model: the second waits on the entry's lock while the
+    first trains it, then reuses what the first made instead of training it again."""
+    import fcntl
+    import os
+    import threading
+
+    import spacy_crossner.best as best
+
+    tmp, source, target = corpora
+    trained = []
+
+    def training(config, out, overrides, *, index, **kwargs):
+        trained.append(Path(out).name)
+        raise RuntimeError("stop after the source stage")
+
+    monkeypatch.setattr(best, "run_training", training)
+    said = []
+    cache = tmp_path / "cache"
+    run = dict(sources=[source], target=target, output=tmp_path / "out", budget=TINY, threads=1, cache=cache,
+               say=said.append)
+    with pytest.raises(RuntimeError):  # stopped in the source stage: learns the entry's name
+        best_pipeline(**run)
+    entry = [p for p in cache.iterdir() if p.name.endswith(".partial")][0].name[:-len(".partial")]
+    assert trained == [f"{entry}.partial"]
+    fd = os.open(cache / f".{entry}.lock", os.O_CREAT | os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # "another run" holds the entry
+
+    def other_run_finishes():
+        while not any("waiting for another run" in line for line in said):
+            time.sleep(0.05)
+        made = cache / entry / "model-best"
+        made.mkdir(parents=True)
+        (made / "meta.json").write_text("{}")
+        os.close(fd)
+
+    said.clear()
+    other = threading.Thread(target=other_run_finishes)
+    other.start()
+    with pytest.raises(RuntimeError):  # now stopped in the fine-tune
+        best_pipeline(**run)
+    other.join()
+    assert trained[-1] == "finetune" and len(trained) == 2
+    waited = [i for i, line in enumerate(said) if "waiting for another run that pre-trains the same source model" in line]
+    reused = [i for i, line in enumerate(said) if f"cached, reused {cache.resolve() / entry / 'model-best'}" in line
+              or f"cached, reused {cache / entry / 'model-best'}" in line]
+    assert waited and reused and waited[0] < reused[0]
 
 
 def test_dapt_child_uses_the_gpu_it_was_given(monkeypatch):
