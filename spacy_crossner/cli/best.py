@@ -53,7 +53,8 @@ def best_pipeline_cli(
     vectors: str = typer.Option(DEFAULT_VECTORS, "--vectors", help="fast recipe: a spaCy vectors folder, "
                                 "an installed vectors package or a GloVe/word2vec text file (converted "
                                 "once); \"\" for none."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Folder of cached source models (default: "
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Folder of cached source models and DAPT "
+                                         "encoders, one run at a time training an entry (default: "
                                          "$SPACY_CROSSNER_CACHE or ~/.cache/spacy_crossner/source-models)."),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Folder for the configs, trainings and "
                                            "logs (default: OUTPUT-training beside OUTPUT)."),
