@@ -40,7 +40,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Union
 
 from .init_config import DEFAULT_MIX, MIXES
 from .misc import format_seconds
@@ -447,8 +447,11 @@ def run_logged(argv: List[str], env: Dict[str, str], log_path: Path, on_line: Ca
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("a" if append else "w", encoding="utf8") as log:
         log.write("$ " + " ".join(argv) + "\n")
+        # the child holds the cache locks this process holds, so that a killed parent's child that
+        # trains on keeps its entry from a run that would start the same entry again beside it
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace")
+                                stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                pass_fds=tuple(sorted(_HELD_LOCKS)))
         for line in proc.stdout:
             log.write(line)
             log.flush()
@@ -557,9 +560,13 @@ except ImportError:  # Windows: no lock, the runs must not share a cache entry a
     fcntl = None
 
 
+_HELD_LOCKS: Set[int] = set()  # the descriptors of the cache locks held, passed on to child processes
+
+
 class _CacheLock:
     """One run at a time trains a cache entry (``flock`` on a hidden file beside it); another
-    run that needs the same entry waits, then finds it made."""
+    run that needs the same entry waits, then finds it made. The training child shares the lock
+    (run_logged), so it is free only once the trainer and its parent have both stopped."""
 
     def __init__(self, path: Path, say: Callable[[str], None], what: str):
         self.path, self.say, self.what = path, say, what
@@ -569,17 +576,27 @@ class _CacheLock:
         if fcntl is None:
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.say(f"{PREFIX} waiting for another run that {self.what} (lock {self.path}) ...")
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+        except PermissionError:  # made by another user of a shared cache: flock needs no write access
+            self.fd = os.open(self.path, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self.say(f"{PREFIX} waiting for another run that {self.what} (lock {self.path}) ...")
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:  # e.g. Ctrl-C while waiting
+            os.close(self.fd)
+            self.fd = None
+            raise
+        _HELD_LOCKS.add(self.fd)
         return self
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:
-            os.close(self.fd)  # closing lets go of the lock
+            _HELD_LOCKS.discard(self.fd)
+            os.close(self.fd)  # closing lets go of the lock (once no child holds it either)
             self.fd = None
 
 

@@ -2,6 +2,7 @@
 corpora with other domain and label names than CrossNER's, with tiny step budgets."""
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -296,24 +297,45 @@ def test_source_stage_waits_for_a_run_training_the_same_entry(corpora, monkeypat
     fcntl.flock(fd, fcntl.LOCK_EX)  # "another run" holds the entry
 
     def other_run_finishes():
-        while not any("waiting for another run" in line for line in said):
-            time.sleep(0.05)
-        made = cache / entry / "model-best"
-        made.mkdir(parents=True)
-        (made / "meta.json").write_text("{}")
-        os.close(fd)
+        deadline = time.time() + 60
+        try:
+            while not any("waiting for another run" in line for line in said) and time.time() < deadline:
+                time.sleep(0.05)
+            made = cache / entry / "model-best"
+            made.mkdir(parents=True)
+            (made / "meta.json").write_text("{}")
+        finally:
+            os.close(fd)
 
     said.clear()
-    other = threading.Thread(target=other_run_finishes)
+    other = threading.Thread(target=other_run_finishes, daemon=True)
     other.start()
     with pytest.raises(RuntimeError):  # now stopped in the fine-tune
         best_pipeline(**run)
-    other.join()
+    other.join(timeout=60)
+    assert not other.is_alive()
     assert trained[-1] == "finetune" and len(trained) == 2
     waited = [i for i, line in enumerate(said) if "waiting for another run that pre-trains the same source model" in line]
     reused = [i for i, line in enumerate(said) if f"cached, reused {cache.resolve() / entry / 'model-best'}" in line
               or f"cached, reused {cache / entry / 'model-best'}" in line]
     assert waited and reused and waited[0] < reused[0]
+
+
+def test_training_child_shares_the_cache_lock(tmp_path):
+    """A child started while a cache lock is held gets the lock's descriptor, so the entry stays
+    locked while the child trains on after its parent was killed; once released, it is not passed."""
+    import spacy_crossner.best as best
+
+    probe = [sys.executable, "-c", "import os, sys; os.fstat(int(sys.argv[1])); print('open')"]
+    lines = []
+    with best._CacheLock(tmp_path / ".entry.lock", lines.append, "trains the entry") as lock:
+        fd = lock.fd
+        assert best.run_logged(probe + [str(fd)], best.child_env(1), tmp_path / "held.log", lines.append) == 0
+    assert lines == ["open\n"]
+    assert not best._HELD_LOCKS
+    free = []
+    assert best.run_logged(probe + [str(fd)], best.child_env(1), tmp_path / "free.log", free.append) != 0
+    assert "open\n" not in free
 
 
 def test_dapt_child_uses_the_gpu_it_was_given(monkeypatch):
