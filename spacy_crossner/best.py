@@ -447,16 +447,46 @@ def run_logged(argv: List[str], env: Dict[str, str], log_path: Path, on_line: Ca
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("a" if append else "w", encoding="utf8") as log:
         log.write("$ " + " ".join(argv) + "\n")
-        # the child holds the cache locks this process holds, so that a killed parent's child that
-        # trains on keeps its entry from a run that would start the same entry again beside it
+        # the child holds the cache locks this process holds, so that the entry stays locked until
+        # the child has stopped too; it stops when this process does (_die_with_parent, on Linux;
+        # the except clause below for an error or Ctrl-C here)
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True, errors="replace",
-                                pass_fds=tuple(sorted(_HELD_LOCKS)))
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()
-            on_line(line)
-        return proc.wait()
+                                pass_fds=tuple(sorted(_HELD_LOCKS)), preexec_fn=_die_with_parent())
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                on_line(line)
+            return proc.wait()
+        except BaseException:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
+
+
+def _die_with_parent() -> Optional[Callable[[], None]]:
+    """On Linux, what a child process runs before its program so that the kernel sends it SIGTERM
+    when this process ends, however it ends (a SIGKILL included): a training left running would
+    hold the machine and its cache entry's lock. None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import signal
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
+    parent = os.getpid()
+
+    def set_death_signal() -> None:
+        prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the signal was set
+            os._exit(1)
+
+    return set_death_signal
 
 
 def teach(teacher: str, text: Path, target: Corpus, config, workdir: Path, min_precision: float, gpu_id: int,

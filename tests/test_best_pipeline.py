@@ -1,6 +1,7 @@
 """The best-pipeline command (issue 46 item 2): from converted corpora to a loadable pipeline, on
 corpora with other domain and label names than CrossNER's, with tiny step budgets."""
 import json
+import os
 import shutil
 import sys
 import time
@@ -323,7 +324,7 @@ def test_source_stage_waits_for_a_run_training_the_same_entry(corpora, monkeypat
 
 def test_training_child_shares_the_cache_lock(tmp_path):
     """A child started while a cache lock is held gets the lock's descriptor, so the entry stays
-    locked while the child trains on after its parent was killed; once released, it is not passed."""
+    locked until the child has stopped as well; once released, it is not passed."""
     import spacy_crossner.best as best
 
     probe = [sys.executable, "-c", "import os, sys; os.fstat(int(sys.argv[1])); print('open')"]
@@ -336,6 +337,72 @@ def test_training_child_shares_the_cache_lock(tmp_path):
     free = []
     assert best.run_logged(probe + [str(fd)], best.child_env(1), tmp_path / "free.log", free.append) != 0
     assert "open\n" not in free
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_for(condition, seconds: float = 60) -> bool:
+    deadline = time.time() + seconds
+    while not condition() and time.time() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+SLEEPER = ("import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); print(os.getpid(), flush=True); "
+           "time.sleep(300)")
+
+
+def test_training_child_stops_when_the_parent_fails(tmp_path):
+    """An error (or Ctrl-C) in the process reading a training's output stops the training."""
+    import spacy_crossner.best as best
+
+    class Stop(Exception):
+        pass
+
+    def fail(line):
+        raise Stop(line)
+
+    with pytest.raises(Stop) as err:
+        best.run_logged([sys.executable, "-c", SLEEPER, str(tmp_path / "pid")], best.child_env(1),
+                        tmp_path / "child.log", fail)
+    pid = int(str(err.value))
+    assert pid == int((tmp_path / "pid").read_text())
+    assert not _running(pid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
+def test_training_child_stops_when_the_parent_is_killed(tmp_path):
+    """A best-pipeline process killed outright (SIGKILL: no handler runs) takes its training child
+    with it: nothing goes on holding the machine and the cache entry's lock."""
+    import signal
+    import subprocess
+
+    pid_file = tmp_path / "pid"
+    child = None
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from pathlib import Path; import spacy_crossner.best as b; "
+         "b.run_logged([sys.executable, '-c', sys.argv[1], sys.argv[2]], b.child_env(1), Path(sys.argv[3]), print)",
+         SLEEPER, str(pid_file), str(tmp_path / "child.log")])
+    try:
+        assert _wait_for(lambda: pid_file.exists() and pid_file.read_text() != "")
+        child = int(pid_file.read_text())
+        assert _running(child)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        assert _wait_for(lambda: not _running(child), 30)
+    finally:
+        parent.kill()
+        parent.wait()
+        if child is not None and _running(child):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_dapt_child_uses_the_gpu_it_was_given(monkeypatch):
