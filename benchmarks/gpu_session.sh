@@ -47,6 +47,13 @@
 #      per seed) (all ran on CPU by 2026-11-30: skipped);
 #   8. DAPT then pre-train -> fine-tune (dapt_finetune_span: stage 1 on the DAPT encoder of 5) on
 #      ai and music x 555/666, on the same selected text (all four in the study since 2026-11-28).
+# Not listed: issue 47's combination on the other domains (benchmarks/cpu_queue.txt, block 9: row
+# 10, dapt_finetune_span --dapt-epochs 15, on literature, politics and science x 3 seeds and music
+# s777). Each is a chain of 4,700-6,900 training steps in the study's runs so far (DAPT 1,770-1,950,
+# a CoNLL-2003 stage 1 that stopped at 1,900-3,400, a fine-tune that stopped at 1,000-1,600): at the
+# 0.22 s a step of twelve target trainings at once (benchmarks/results/gpu.md) that is roughly 17-25
+# min, more than a 600 s call, and a spaCy training does not resume: a stage 1 cut off by a call's
+# end starts over at the next. It needs a loan with longer calls.
 # 1's teachers write into rerun/ (models and checks, not new study results), the rest into study/
 # (new results: copy them into project/study/results and run `python project/scripts/report.py
 # study`); a study/ line whose result project/study/results holds already (`study.py plan` says done: run on CPU since)
@@ -68,7 +75,7 @@ out=${OUT:-$state/out}
 run=${DRY_RUN:+echo}
 
 if [ "$phase" != train ] && [ "$phase" != int8 ]; then
-    sed -n 2,55p "$0"; exit 2
+    sed -n 2,67p "$0"; exit 2
 fi
 
 copy_back() {
