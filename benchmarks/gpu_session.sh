@@ -75,7 +75,7 @@ out=${OUT:-$state/out}
 run=${DRY_RUN:+echo}
 
 if [ "$phase" != train ] && [ "$phase" != int8 ]; then
-    sed -n 2,67p "$0"; exit 2
+    awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 2  # the header, however long
 fi
 
 copy_back() {
