@@ -2,24 +2,15 @@
 pipelines they find and the reports they write from measured rows (the runs themselves take
 minutes of MiniLM on CPU and are checked by hand, with the commands in their docstrings)."""
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from util import load_script
+
 
 
 def load(name):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "benchmarks" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
+    return load_script(f"benchmarks/{name}.py", siblings=True)
 
 
 def test_smoothing_finds_pipelines_and_reports_mean_changes(tmp_path):

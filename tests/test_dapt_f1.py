@@ -1,11 +1,8 @@
 """benchmarks/dapt_f1.py reads a training log's best step the way the study does."""
-import importlib.util
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location("dapt_f1", ROOT / "benchmarks" / "dapt_f1.py")
-dapt_f1 = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(dapt_f1)
+from util import load_script
+
+dapt_f1 = load_script("benchmarks/dapt_f1.py")
 
 
 def test_best_step_of_a_log_breaks_score_ties_by_f1(tmp_path):

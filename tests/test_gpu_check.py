@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from util import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 CROSSNER = ROOT.parent / "shared" / "data" / "crossner"
@@ -78,13 +80,9 @@ def test_gpu_study_runs_share_one_work_folder(tmp_path):
 
 
 def test_max_score_diff_is_relative_and_strict_about_infinities():
-    import importlib.util
-
     import numpy
 
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
+    gpu_check = load_script("benchmarks/gpu_check.py")
     a = [numpy.array([[10.0, -numpy.inf], [2.0, 3.0]], dtype="f")]
     assert gpu_check.max_score_diff(a, [x.copy() for x in a]) == 0.0
     b = [numpy.array([[10.0, -numpy.inf], [2.0, 3.05]], dtype="f")]

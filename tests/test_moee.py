@@ -1,7 +1,5 @@
 """spacy_crossner.MoEE.v1: the spec's acceptance checks on the torch modules, and the crossner
 component with MoEE (overfitting, round trips, switches, zero-shot through domain_aliases)."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +12,7 @@ from spacy_crossner.models.moee import get_moee_emitter
 from spacy_crossner.models.pytorch_moee import (
     TASK1_TAGS, EntityExperts, MoEEEmitter, coarse_tag_maps,
 )
-from util import AI, NEWS, blank_with, gold_ents, make_examples, predicted_ents, train
+from util import AI, NEWS, blank_with, gold_ents, load_script, make_examples, predicted_ents, train
 
 SMALL_MOEE = {
     "@architectures": "spacy_crossner.MoEE.v1",
@@ -285,11 +283,7 @@ def test_bad_settings_name_the_setting():
 
 
 def load_benchmark():
-    path = Path(__file__).parents[1] / "benchmarks" / "moee.py"
-    spec = importlib.util.spec_from_file_location("moee_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/moee.py")
 
 
 def test_zero_shot_alias_and_evaluation_on_source_types():

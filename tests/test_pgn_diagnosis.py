@@ -1,14 +1,11 @@
 """benchmarks/pgn_diagnosis.py: the training table it reads and the report it writes."""
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location("pgn_diagnosis", ROOT / "benchmarks" / "pgn_diagnosis.py")
-diag = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(diag)
+from util import load_script
+
+diag = load_script("benchmarks/pgn_diagnosis.py")
 
 LOG = """E    #       LOSS TOK2VEC  LOSS CROSSNER  ENTS_F  ENTS_P  ENTS_R  SCORE
 ---  ------  -------------  -------------  ------  ------  ------  ------

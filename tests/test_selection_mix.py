@@ -1,14 +1,11 @@
 """benchmarks/selection_mix.py traces a selection back to its corpus files and groups."""
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location("selection_mix", ROOT / "benchmarks" / "selection_mix.py")
-selection_mix = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(selection_mix)
+from util import load_script
+
+selection_mix = load_script("benchmarks/selection_mix.py")
 
 
 def _corpora(tmp_path):

@@ -3,21 +3,18 @@ raw rows it computes from the measurements (ratio to the peer of the same round,
 from fp32) and the targets of its report. The end-to-end run is slow (minutes of MiniLM on CPU):
 it is checked by hand, with the command in the module docstring of speed.py."""
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from util import load_script
+
 
 
 @pytest.fixture(scope="module")
 def speed():
-    spec = importlib.util.spec_from_file_location("speed_under_test", ROOT / "benchmarks" / "speed.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/speed.py")
 
 
 def args_for(**kwargs):

@@ -2,7 +2,6 @@
 ``spacy_crossner evaluate`` arguments of each kind of run, the peers' generated configs, the runs
 handed to the runner's Dask cluster (tiny stand-in commands), and the study's report
 (project/scripts/report.py study) written from a few hand-made result files."""
-import importlib.util
 import json
 import os
 import shutil

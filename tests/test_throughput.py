@@ -17,7 +17,7 @@ from spacy_crossner import set_domain
 from spacy_crossner.batching import length_batches
 from spacy_crossner.pipeline import CrossNER
 from test_architectures import ARCHITECTURES, make_nlp
-from util import AI, MINILM_LISTENER, MINILM_TRANSFORMER, NEWS, make_examples, train
+from util import AI, MINILM_LISTENER, MINILM_TRANSFORMER, NEWS, load_script, make_examples, train
 
 ALL = NEWS + AI
 
@@ -176,14 +176,7 @@ def test_minilm_pipeline_sorted_and_unsorted_agree(monkeypatch):
 
 @pytest.fixture(scope="module")
 def throughput():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
-    spec = importlib.util.spec_from_file_location("throughput_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/throughput.py")
 
 
 def measured(variant, words_s, batch_size=64, mbi=4096, sort=True, threads=1, rnd=0):
@@ -245,13 +238,8 @@ def test_the_report_says_command_machine_load_and_the_fastest_setting(throughput
 def test_speed_report_rewrites_keep_the_deploy_notes(tmp_path):
     """benchmarks/speed.py rewrites speed.md on every run; the deploy notes at its end stay."""
     import argparse
-    import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "speed.py"
-    spec = importlib.util.spec_from_file_location("speed_notes_under_test", path)
-    speed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(speed)
+    speed = load_script("benchmarks/speed.py")
     out = tmp_path / "speed.md"
     args = argparse.Namespace(argv=["--quick"], rounds=1, rounds_done=1, train_docs=8, infer_docs=8,
                               trf_train_docs=4, trf_infer_docs=4, output=str(out))

@@ -1,5 +1,9 @@
 """Helpers shared by the tests: tiny two-domain data and training loops."""
+import importlib.util
 import random
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import List, Sequence, Tuple
 
 import spacy
@@ -11,6 +15,28 @@ from thinc.api import Adam
 from spacy_crossner import set_domain
 
 Sentence = Tuple[str, List[str], List[Tuple[int, int, str]]]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(path: str, siblings: bool = False) -> ModuleType:
+    """A script of the repository that is not part of the package (``benchmarks/speed.py``),
+    imported from its path (``path`` is relative to the repository root) as a fresh module each
+    call, not entered in ``sys.modules``. ``siblings=True`` lets it import the scripts beside it
+    (its folder is on ``sys.path`` while it loads, and only then)."""
+    file = ROOT / path
+    if not file.is_file():
+        raise FileNotFoundError(f"load_script: no script at {file}")
+    spec = importlib.util.spec_from_file_location(f"{file.stem}_under_test", file)
+    module = importlib.util.module_from_spec(spec)
+    if siblings:
+        sys.path.insert(0, str(file.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if siblings:
+            sys.path.remove(str(file.parent))
+    return module
 
 # Word + char-CNN features small enough to overfit a handful of sentences in seconds.
 TINY_FEATURES = {
